@@ -1,0 +1,3 @@
+"""pushengine: a realtime push engine on Twisted."""
+
+__version__ = "0.1.0"

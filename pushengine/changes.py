@@ -1,0 +1,119 @@
+"""Change messages: the one format every feed carries (SPEC section 2).
+
+A message body is UTF-8 JSON holding one change or a JSON array of changes::
+
+    {"type": "Stream", "action": "upsert", "obj": {"id": 1, ...}}
+
+``decode_changes`` turns a body into validated ``Change`` values and a list of
+errors, one per bad change, so a feed can apply the good ones and count the bad,
+and ``/api/publish`` can refuse a batch that holds any bad change.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+UPSERT = "upsert"
+DELETE = "delete"
+ACTIONS = {"upsert": UPSERT, "insert": UPSERT, "update": UPSERT, "delete": DELETE}
+DEFAULT_ID_FIELD = "id"
+
+
+class MalformedChange(ValueError):
+    """A message or one change in it cannot be applied; the text says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One object change: ``action`` is ``upsert`` (whole new state) or ``delete``."""
+
+    type: str
+    action: str
+    id: Any
+    obj: dict
+
+    def to_json(self) -> dict:
+        return {"type": self.type, "action": self.action, "obj": self.obj}
+
+
+def valid_id(value: Any) -> bool:
+    """Object ids are non-empty strings or integers (not booleans)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and 0 < len(value) <= 256
+
+
+def parse_change(item: Any, id_fields: Mapping[str, str] | None = None) -> Change:
+    """Validate one decoded change; raise MalformedChange with the reason."""
+    if not isinstance(item, dict):
+        raise MalformedChange("a change must be a JSON object")
+    type_ = item.get("type")
+    if not isinstance(type_, str) or not type_:
+        raise MalformedChange("'type' must be a non-empty string")
+    action = ACTIONS.get(item.get("action")) if isinstance(item.get("action"), str) else None
+    if action is None:
+        raise MalformedChange(
+            "'action' must be one of upsert, insert, update, delete")
+    obj = item.get("obj")
+    if not isinstance(obj, dict):
+        raise MalformedChange("'obj' must be a JSON object")
+    id_field = (id_fields or {}).get(type_, DEFAULT_ID_FIELD)
+    id_ = obj.get(id_field)
+    if not valid_id(id_):
+        raise MalformedChange(
+            f"'obj.{id_field}' must be a non-empty string or an integer")
+    return Change(type_, action, id_, obj)
+
+
+def decode_json(body: bytes | str) -> Any:
+    """Decode a UTF-8 JSON body; raise MalformedChange when it is not one."""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        try:
+            body = bytes(body).decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedChange("the body is not UTF-8") from None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise MalformedChange("the body is not JSON") from None
+
+
+def decode_changes(body: bytes | str,
+                   id_fields: Mapping[str, str] | None = None
+                   ) -> tuple[list[Change], list[str]]:
+    """Decode a message body into (good changes, error texts).
+
+    A body that is not JSON at all yields no change and one error; in a batch,
+    each bad element yields an error naming its index.
+    """
+    try:
+        data = decode_json(body)
+    except MalformedChange as e:
+        return [], [str(e)]
+    return changes_from_json(data, id_fields)
+
+
+def changes_from_json(data: Any, id_fields: Mapping[str, str] | None = None
+                      ) -> tuple[list[Change], list[str]]:
+    """Like decode_changes, for an already decoded value."""
+    if isinstance(data, list):
+        changes, errors = [], []
+        for i, item in enumerate(data):
+            try:
+                changes.append(parse_change(item, id_fields))
+            except MalformedChange as e:
+                errors.append(f"change {i}: {e}")
+        return changes, errors
+    try:
+        return [parse_change(data, id_fields)], []
+    except MalformedChange as e:
+        return [], [str(e)]
+
+
+def encode_changes(changes: list[Change]) -> bytes:
+    """The wire form of a batch: a UTF-8 JSON array of change objects."""
+    return json.dumps([c.to_json() for c in changes],
+                      separators=(",", ":"), ensure_ascii=False).encode("utf-8")

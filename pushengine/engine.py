@@ -1,0 +1,77 @@
+"""The engine core: the change sink that feeds views and wakes sessions.
+
+It knows nothing of HTTP, AMQP or memcached: a feed calls ``apply_changes``,
+the API layer calls the session manager, and timers call ``ping``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+from pushengine.changes import Change
+from pushengine.sessions import SessionManager, SessionSettings
+from pushengine.views.registry import ViewRegistry
+from pushengine.views.spec import Catalog
+
+log = Logger()
+
+
+@dataclass
+class EngineCounters:
+    changes_in: int = 0
+    change_errors: int = 0
+    feed_gaps: int = 0
+    last_change_at: float = 0.0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, clock: IReactorTime, catalog: Catalog, store: Any,
+                 settings: SessionSettings | None = None) -> None:
+        self.clock = clock
+        self.catalog = catalog
+        self.store = store
+        self.registry = ViewRegistry(catalog, store)
+        self.sessions = SessionManager(clock, self.registry, settings)
+        self.counters = EngineCounters()
+
+    # -- ChangeSink --------------------------------------------------------
+    def apply_changes(self, changes: Sequence[Change]) -> None:
+        """Apply changes in order, then answer the polls they woke."""
+        try:
+            self.store.apply_changes(changes)
+        except Exception:
+            log.failure("the store failed to apply changes")
+        for change in changes:
+            try:
+                self.registry.apply(change)
+            except Exception:
+                self.counters.change_errors += 1
+                log.failure("applying {type} {id} failed", type=change.type, id=change.id)
+        self.counters.changes_in += len(changes)
+        self.counters.last_change_at = self.clock.seconds()
+        self.sessions.flush()
+
+    def feed_gap(self) -> None:
+        """Changes were missed: re-read every view and reset what changed."""
+        self.counters.feed_gaps += 1
+        log.warn("the change feed lost its queue: changes may have been missed; "
+                 "re-reading every view from the store")
+
+        def done(count: int) -> None:
+            log.info("after the feed gap {count} views were reset", count=count)
+            self.sessions.flush()
+
+        d = self.registry.reload()
+        d.addCallback(done)
+        d.addErrback(lambda f: log.failure("re-reading views after a gap failed", f))
+
+    # -- timers ----------------------------------------------------------------
+    def ping(self) -> None:
+        """Every view that said nothing since the last ping says ``ping``."""
+        for window in list(self.registry.windows()):
+            window.ping()
+        self.sessions.flush()

@@ -1,0 +1,48 @@
+"""Errors a client is told about: each carries its JSON-RPC code."""
+from __future__ import annotations
+
+
+class ApiError(Exception):
+    code = -32603
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class ParseError(ApiError):
+    code = -32700
+
+
+class InvalidRequest(ApiError):
+    code = -32600
+
+
+class MethodNotFound(ApiError):
+    code = -32601
+
+
+class BadParams(ApiError):
+    code = -32602
+
+
+class UnknownSession(ApiError):
+    code = 1001
+
+
+class UnknownView(ApiError):
+    code = 1002
+
+
+class NotAuthorized(ApiError):
+    code = 1003
+
+
+class LimitReached(ApiError):
+    code = 1004
+
+
+class UnknownKey(ApiError):
+    code = 1005

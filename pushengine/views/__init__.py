@@ -1,0 +1,1 @@
+"""Views: live, filtered, ordered, limited queries over the object stream."""

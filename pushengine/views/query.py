@@ -1,0 +1,128 @@
+"""A live query: every object matching one bound view, kept in view order.
+
+The query holds all matching objects it knows (not only the first ``limit``),
+so when an object leaves a full window the next one can enter at once. Its
+windows (one per limit) share the sorted set; each change is turned into the
+window events by comparing the object's rank before and after, in
+O(log n) per change and window.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from sortedcontainers import SortedList
+
+from pushengine.views.spec import BoundView
+from pushengine.views.values import Descending, sort_key
+from pushengine.views.window import Window
+
+
+class Query:
+    def __init__(self, bound: BoundView) -> None:
+        self.bound = bound
+        self.key = bound.query_key
+        self.match = bound.predicate()
+        self.order_field = bound.spec.order_field
+        self.descending = bound.spec.descending
+        self.objects: dict[Any, dict] = {}
+        self.keys: dict[Any, Any] = {}
+        self.sorted = SortedList()
+        self.windows: dict[int, Window] = {}
+        self.tombstones: set | None = None   # ids deleted while loading
+
+    # -- order -------------------------------------------------------------
+    def _key(self, id_: Any, obj: dict) -> Any:
+        key = (sort_key(obj.get(self.order_field)), sort_key(id_), id_)
+        return Descending(key) if self.descending else key
+
+    @staticmethod
+    def _id(key: Any) -> Any:
+        return (key.key if isinstance(key, Descending) else key)[2]
+
+    def _at(self, index: int) -> dict:
+        return self.objects[self._id(self.sorted[index])]
+
+    def top(self, limit: int) -> list[dict]:
+        return [self.objects[self._id(k)] for k in self.sorted.islice(0, limit)]
+
+    def __len__(self) -> int:
+        return len(self.sorted)
+
+    # -- windows -----------------------------------------------------------
+    def window(self, limit: int, key: str) -> Window:
+        w = self.windows.get(limit)
+        if w is None:
+            w = self.windows[limit] = Window(self, key, limit)
+        return w
+
+    def drop_window(self, limit: int) -> None:
+        self.windows.pop(limit, None)
+
+    # -- loading -----------------------------------------------------------
+    def load(self, objects: Iterable[tuple[Any, dict]]) -> None:
+        """Fill from the store; no events (nobody has seen a state yet)."""
+        for id_, obj in objects:
+            if self.match(obj) and id_ not in self.objects:
+                key = self._key(id_, obj)
+                self.objects[id_] = obj
+                self.keys[id_] = key
+                self.sorted.add(key)
+
+    def replace(self, objects: Iterable[tuple[Any, dict]]) -> list[Window]:
+        """Rebuild from a fresh store answer; return windows whose state changed."""
+        before = {limit: w.state() for limit, w in self.windows.items()}
+        self.objects.clear()
+        self.keys.clear()
+        self.sorted.clear()
+        self.load(objects)
+        return [w for limit, w in self.windows.items() if w.state() != before[limit]]
+
+    # -- changes -----------------------------------------------------------
+    def upsert(self, id_: Any, obj: dict) -> None:
+        old = self.objects.get(id_)
+        if old is not None and old == obj:
+            return
+        matches = self.match(obj)
+        if old is None and not matches:
+            return
+        old_pos = None
+        if old is not None:
+            old_key = self.keys.pop(id_)
+            old_pos = self.sorted.index(old_key)
+            self.sorted.remove(old_key)
+            del self.objects[id_]
+        new_pos = None
+        if matches:
+            key = self._key(id_, obj)
+            self.objects[id_] = obj
+            self.keys[id_] = key
+            self.sorted.add(key)
+            new_pos = self.sorted.index(key)
+        size = len(self.sorted)
+        for limit, w in self.windows.items():
+            was_in = old_pos is not None and old_pos < limit
+            now_in = new_pos is not None and new_pos < limit
+            if was_in and now_in:
+                w.updated(obj, old)
+            elif was_in:
+                w.deleted(old)
+                if size >= limit:
+                    w.inserted(self._at(limit - 1))
+            elif now_in:
+                if size > limit:
+                    w.deleted(self._at(limit))
+                w.inserted(obj)
+
+    def delete(self, id_: Any) -> None:
+        old = self.objects.pop(id_, None)
+        if old is None:
+            return
+        key = self.keys.pop(id_)
+        pos = self.sorted.index(key)
+        self.sorted.remove(key)
+        size = len(self.sorted)
+        for limit, w in self.windows.items():
+            if pos < limit:
+                w.deleted(old)
+                if size >= limit:
+                    w.inserted(self._at(limit - 1))

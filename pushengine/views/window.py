@@ -1,0 +1,59 @@
+"""A window: the first ``limit`` objects of a live query, with its subscribers.
+
+Every session subscribed to the same view, parameters and limit shares one
+window and one key. The window turns the query's changes into events and
+hands each encoded event to every subscriber.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pushengine.events import DELETE, INSERT, PING, RESET, UPDATE, encode_event
+
+
+class Subscriber(Protocol):
+    def deliver(self, fragment: str, key: str) -> None:
+        """Queue one encoded event."""
+
+
+class Window:
+    def __init__(self, query: Any, key: str, limit: int) -> None:
+        self.query = query
+        self.key = key
+        self.limit = limit
+        self.subscribers: set[Subscriber] = set()
+        self.busy = False          # emitted something since the last ping
+
+    def state(self) -> list[dict]:
+        return self.query.top(self.limit)
+
+    def _emit(self, action: str, obj: Any = None, old: Any = None) -> None:
+        self.busy = True
+        if not self.subscribers:
+            return
+        fragment = encode_event(self.key, action, obj, old)
+        key = self.key
+        for s in self.subscribers:
+            s.deliver(fragment, key)
+
+    def inserted(self, obj: dict) -> None:
+        self._emit(INSERT, obj)
+
+    def updated(self, obj: dict, old: dict) -> None:
+        self._emit(UPDATE, obj, old)
+
+    def deleted(self, obj: dict) -> None:
+        self._emit(DELETE, obj)
+
+    def reset(self) -> None:
+        self._emit(RESET, self.state())
+
+    def reset_fragment(self) -> str:
+        """A reset event for one session (after its queue overflowed)."""
+        return encode_event(self.key, RESET, self.state())
+
+    def ping(self) -> None:
+        """Send a ping unless the view spoke since the last one."""
+        if not self.busy:
+            self._emit(PING)
+        self.busy = False
