@@ -28,7 +28,7 @@ class Query:
         self.keys: dict[Any, Any] = {}
         self.sorted = SortedList()
         self.windows: dict[int, Window] = {}
-        self.tombstones: set | None = None   # ids deleted while loading
+        self.touched: set | None = None   # ids changed while loading
 
     # -- order -------------------------------------------------------------
     def _key(self, id_: Any, obj: dict) -> Any:

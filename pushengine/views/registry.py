@@ -92,7 +92,7 @@ class ViewRegistry:
         query = Query(bound)
         self.queries[query.key] = query
         self.indexes[bound.spec.name].add(query, bound.index_keys())
-        query.tombstones = set()
+        query.touched = set()
         chain: Deferred = Deferred()
         self._loading[query.key] = chain
 
@@ -100,8 +100,8 @@ class ViewRegistry:
             del self._loading[query.key]
             id_field = bound.spec.id_field
             query.load((o.get(id_field), o) for o in objects
-                       if isinstance(o, dict) and o.get(id_field) not in query.tombstones)
-            query.tombstones = None
+                       if isinstance(o, dict) and o.get(id_field) not in query.touched)
+            query.touched = None
             for id_ in query.objects:
                 self.holders.setdefault((bound.spec.type, id_), set()).add(query)
             chain.callback(query)
@@ -148,14 +148,18 @@ class ViewRegistry:
         if change.action == UPSERT:
             for spec in specs:
                 candidates.update(self.indexes[spec.name].lookup(change.obj))
+        if self._loading:
+            # a query still loading must not take this object from the store's
+            # (older) answer: the change it just saw is newer
+            for key in self._loading:
+                query = self.queries[key]
+                if query.bound.spec.type == change.type:
+                    query.touched.add(change.id)
         for query in candidates:
-            tombstones = query.tombstones
             if change.action == UPSERT:
                 query.upsert(change.id, change.obj)
             else:
                 query.delete(change.id)
-                if tombstones is not None:
-                    tombstones.add(change.id)
             if change.id in query.objects:
                 if holders is None:
                     holders = self.holders[ident] = set()

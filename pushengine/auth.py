@@ -1,0 +1,69 @@
+"""API keys and JWT session authorization."""
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+from typing import Any, Iterable
+
+import jwt
+
+from pushengine.errors import NotAuthorized
+
+
+class ApiKeys:
+    """The keys a client must present; an empty set lets everybody in."""
+
+    def __init__(self, keys: Iterable[str] = ()) -> None:
+        self.keys = frozenset(k for k in keys if k)
+
+    @classmethod
+    def from_options(cls, key: str | None, path: str | None) -> "ApiKeys":
+        keys = [key] if key else []
+        if path:
+            for line in Path(path).read_text("utf-8").splitlines():
+                line = line.split("#", 1)[0].strip()
+                if line:
+                    keys.append(line)
+        return cls(keys)
+
+    @property
+    def required(self) -> bool:
+        return bool(self.keys)
+
+    def allows(self, presented: str | None) -> bool:
+        if not self.keys:
+            return True
+        if not presented:
+            return False
+        return any(hmac.compare_digest(presented, k) for k in self.keys)
+
+
+def normalize_user(sub: Any) -> Any:
+    """JWT subjects are strings; a decimal one is the integer user id."""
+    if isinstance(sub, str) and sub.isdecimal() and len(sub) < 19:
+        return int(sub)
+    return sub
+
+
+class TokenVerifier:
+    """Checks HS256 tokens signed with the shared secret."""
+
+    def __init__(self, secret: str | None) -> None:
+        self.secret = secret
+
+    def user(self, token: Any) -> Any:
+        if not self.secret:
+            raise NotAuthorized("authorization is not configured on this service")
+        if not isinstance(token, str) or not token or len(token) > 8192:
+            raise NotAuthorized("the token must be a non-empty string")
+        try:
+            claims = jwt.decode(token, self.secret, algorithms=["HS256"],
+                                options={"require": ["sub"]})
+        except jwt.ExpiredSignatureError:
+            raise NotAuthorized("the token has expired") from None
+        except jwt.InvalidTokenError as e:
+            raise NotAuthorized(f"the token is not valid: {e}") from None
+        user = normalize_user(claims["sub"])
+        if user in ("", None):
+            raise NotAuthorized("the token names no user")
+        return user

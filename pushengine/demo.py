@@ -1,0 +1,100 @@
+"""``--demo``: a producer inside the process that keeps a fake site alive.
+
+It starts streams (mostly public and live), updates viewers and titles, ends
+live streams and deletes old ended ones, a few changes a second, through the
+same feed as everything else, so the example pages change by themselves.
+"""
+from __future__ import annotations
+
+import random
+import time as _time
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+
+from pushengine.changes import DELETE, UPSERT, Change
+
+log = Logger()
+
+WORDS = ["кошки", "котик", "собака", "музыка", "концерт", "футбол", "игра", "новости",
+         "погода", "кухня", "рецепт", "cats", "kitten", "dogs", "music", "football",
+         "gaming", "news", "cooking", "travel", "live", "стрим", "город", "дорога"]
+USERS = {i: name for i, name in enumerate(
+    ["anna", "boris", "vera", "gleb", "dasha", "egor", "zhenya", "ilya", "katya", "lev",
+     "masha", "nikita", "olga", "pavel", "rita", "sergey", "tanya", "ulyana", "fedor",
+     "yana"], start=340690)}
+PLACES = [(55.7558, 37.6173), (59.9343, 30.3351), (56.8389, 60.6057), (51.5072, -0.1276),
+          (52.5200, 13.4050), (40.7128, -74.0060)]
+
+
+def iso(ts: float) -> str:
+    return _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime(ts))
+
+
+class DemoProducer:
+    """Call ``tick()`` a few times a second (a TimerService does)."""
+
+    def __init__(self, clock: Any, feed: Any, seed: int | None = None,
+                 live_target: int = 12, ended_keep: int = 40) -> None:
+        self.clock = clock
+        self.feed = feed
+        self.rng = random.Random(seed)
+        self.live: dict[int, dict] = {}
+        self.ended: list[dict] = []
+        self.next_id = 1000
+        self.live_target = live_target
+        self.ended_keep = ended_keep
+
+    def _title(self) -> str:
+        return " ".join(self.rng.sample(WORDS, self.rng.randint(2, 4))).capitalize()
+
+    def _new_stream(self) -> dict:
+        self.next_id += 1
+        user = self.rng.choice(list(USERS))
+        lat, lon = self.rng.choice(PLACES)
+        public = self.rng.random() > 0.1
+        obj = {"id": self.next_id, "title": self._title(), "user_id": user,
+               "user_name": USERS[user], "live": True, "public": public,
+               "created_at": iso(self.clock.seconds()), "ended_at": None, "duration": 0,
+               "viewers": self.rng.randint(0, 20), "thumbnail": None,
+               "lat": round(lat + self.rng.uniform(-0.2, 0.2), 4),
+               "lon": round(lon + self.rng.uniform(-0.2, 0.2), 4)}
+        if not public:
+            obj["allowed_users"] = self.rng.sample(list(USERS), 2)
+        return obj
+
+    def step(self) -> list[Change]:
+        """Choose the next change(s) of the fake site."""
+        now = self.clock.seconds()
+        roll = self.rng.random()
+        if len(self.live) < self.live_target and roll < 0.5 or not self.live:
+            obj = self._new_stream()
+            self.live[obj["id"]] = obj
+            return [Change("Stream", UPSERT, obj["id"], obj)]
+        if roll < 0.8:
+            obj = dict(self.rng.choice(list(self.live.values())))
+            obj["viewers"] = max(0, obj["viewers"] + self.rng.randint(-3, 8))
+            if self.rng.random() < 0.15:
+                obj["title"] = self._title()
+            self.live[obj["id"]] = obj
+            return [Change("Stream", UPSERT, obj["id"], obj)]
+        obj = dict(self.live.pop(self.rng.choice(list(self.live))))
+        started = _time.mktime(_time.strptime(obj["created_at"], "%Y-%m-%dT%H:%M:%SZ")) \
+            - _time.timezone
+        obj.update(live=False, ended_at=iso(now), duration=max(0, int(now - started)))
+        self.ended.append(obj)
+        changes = [Change("Stream", UPSERT, obj["id"], obj)]
+        while len(self.ended) > self.ended_keep:
+            old = self.ended.pop(0)
+            changes.append(Change("Stream", DELETE, old["id"], {"id": old["id"]}))
+        return changes
+
+    def tick(self) -> Deferred | None:
+        try:
+            d = self.feed.publish(self.step())
+        except Exception:
+            log.failure("the demo producer failed")
+            return None
+        d.addErrback(lambda f: log.failure("the demo producer could not publish", f))
+        return d

@@ -1,0 +1,150 @@
+"""Building the service: the one place where adapters are chosen.
+
+The embedded default uses the in-process feed, store and online figures;
+``--amqp``, ``--memcache``, ``--redis`` and ``--store-url`` swap in the real
+ones. Everything else only sees the interfaces.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application import service, strports
+from twisted.application.internet import TimerService
+from twisted.logger import Logger
+from twisted.python import usage
+from twisted.web.server import Site
+
+from pushengine import metrics
+from pushengine.api import Api, LocalOnline
+from pushengine.auth import ApiKeys, TokenVerifier
+from pushengine.engine import Engine
+from pushengine.feeds.memory import MemoryFeed
+from pushengine.rpc import Dispatcher
+from pushengine.sessions import SessionSettings
+from pushengine.stores.memory import MemoryStore
+from pushengine.views.conditions import ViewDefinitionError
+from pushengine.views.spec import load_catalog
+from pushengine.web.app import WebApp
+from pushengine.web.request import limited_request_factory
+
+log = Logger()
+
+
+class FeedService(service.Service):
+    """Starts the feed into the engine when the application starts."""
+
+    def __init__(self, feed: Any, sink: Any) -> None:
+        self.feed = feed
+        self.sink = sink
+
+    def startService(self) -> None:
+        super().startService()
+        self.feed.start(self.sink)
+
+    def stopService(self):
+        super().stopService()
+        return self.feed.stop()
+
+
+def timer(interval: float, body, clock) -> TimerService:
+    """A TimerService whose body logs its errors instead of dying of them."""
+    def safe() -> None:
+        try:
+            body()
+        except Exception:
+            log.failure("periodic task {name} failed", name=getattr(body, "__name__", body))
+    t = TimerService(interval, safe)
+    t.clock = clock
+    return t
+
+
+class Node:
+    """Everything one engine node is made of, built from options."""
+
+    def __init__(self, options: Any, reactor: Any) -> None:
+        self.options = options
+        self.reactor = reactor
+        try:
+            self.catalog = load_catalog(options["views"])
+        except (ViewDefinitionError, OSError) as e:
+            raise usage.UsageError(f"--views: {e}") from None
+        self.services = service.MultiService()
+        self.sources: dict[str, Any] = {}
+        self.store = self._store()
+        self.feed = self._feed()
+        self.engine = Engine(reactor, self.catalog, self.store, SessionSettings(
+            session_timeout=options["session-timeout"], max_timeout=options["max-timeout"],
+            max_sessions=options["max-sessions"], max_subscriptions=options["max-subscriptions"],
+            max_queue=options["max-queue"]))
+        self.online = self._online()
+        self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online)
+        self.rpc_errors: dict[int, int] = {}
+        self.dispatcher = Dispatcher(self.api.methods(), max_batch=options["max-batch"],
+                                     on_error=self._count_error)
+        self.sources["feed"] = self.feed
+        self.collector = metrics.EngineCollector(self.engine, options["node-id"], reactor,
+                                                 self.sources, self.rpc_errors)
+        self.web = WebApp(self.dispatcher, self.feed, self.engine,
+                          metrics.make_registry(self.collector), self.health,
+                          ApiKeys.from_options(options["api-key"], options["api-keys"]),
+                          options["publish-key"], options["cors-origin"],
+                          self.catalog.id_fields)
+
+    def _count_error(self, code: int) -> None:
+        self.rpc_errors[code] = self.rpc_errors.get(code, 0) + 1
+
+    # -- adapter choices ----------------------------------------------------------
+    def _store(self) -> Any:
+        options = self.options
+        if options["store-url"]:
+            raise usage.UsageError("--store-url is not available in this build")
+        store = MemoryStore(self.catalog.id_fields)
+        if options["seed"]:
+            count = store.seed(options["seed"])
+            log.info("seeded the in-process store with {count} objects", count=count)
+        return store
+
+    def _feed(self) -> Any:
+        if self.options["amqp"]:
+            raise usage.UsageError("--amqp is not available in this build")
+        return MemoryFeed()
+
+    def _online(self) -> Any:
+        if self.options["memcache"]:
+            raise usage.UsageError("--memcache is not available in this build")
+        return LocalOnline(self.engine)
+
+    # -- operations ---------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        feed = self.feed.health()
+        report = {"status": "ok" if feed.get("up") else "unavailable",
+                  "node": self.options["node-id"], "feed": feed,
+                  "sessions": len(self.engine.sessions.sessions)}
+        for name in ("memcache", "redis"):
+            source = self.sources.get(name)
+            report[name] = source.health() if source is not None else {"up": True,
+                                                                        "kind": "memory"
+                                                                        if name == "memcache"
+                                                                        else "none"}
+        return report
+
+    def build(self) -> service.MultiService:
+        options, reactor = self.options, self.reactor
+        FeedService(self.feed, self.engine).setServiceParent(self.services)
+        site = Site(self.web.resource(), timeout=options["max-timeout"] + 30,
+                    reactor=reactor)
+        site.requestFactory = limited_request_factory(options["max-body"])
+        site.displayTracebacks = False
+        site.noisy = False
+        strports.service(options["port"], site, reactor=reactor).setServiceParent(self.services)
+        timer(options["ping-interval"], self.engine.ping, reactor).setServiceParent(self.services)
+        if options["demo"]:
+            from pushengine.demo import DemoProducer
+            producer = DemoProducer(reactor, self.feed)
+            timer(1.0 / options["demo-rate"], producer.tick, reactor).setServiceParent(
+                self.services)
+        return self.services
+
+
+def build_service(options: Any, reactor: Any) -> service.MultiService:
+    return Node(options, reactor).build()

@@ -1,0 +1,111 @@
+"""``twistd pushengine``: the command-line options and the service they build.
+
+Every option also reads the environment variable ``PUSHENGINE_<NAME>``
+(upper case, dashes as underscores); the command line wins.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from typing import Any
+
+from twisted.python import usage
+
+MIB = 1 << 20
+
+# name, default, help, parser (None: a string)
+PARAMETERS: list[tuple[str, Any, str, Any]] = [
+    ("port", "tcp:8080", "Where HTTP listens (a strports description).", None),
+    ("views", None, "Views file (YAML or JSON); the built-in Stream views by default.", None),
+    ("seed", None, "JSON-lines file of objects or changes to load into the in-process store.",
+     None),
+    ("api-key", None, "An API key clients must present (?apikey= or X-Api-Key).", None),
+    ("api-keys", None, "File of API keys, one per line.", None),
+    ("publish-key", None, "Bearer key for POST /api/publish (else loopback only).", None),
+    ("secret", None, "HS256 secret that signs session.authorize tokens (JWT).", None),
+    ("cors-origin", None, "Origin allowed to call the API from a browser.", None),
+    ("session-timeout", 120.0, "Seconds without a poll before a session is destroyed.", float),
+    ("max-timeout", 90.0, "Longest get_events wait in seconds.", float),
+    ("max-sessions", 0, "Sessions one node holds at most (0: no limit).", int),
+    ("max-subscriptions", 50, "Subscriptions per session.", int),
+    ("max-queue", 1000, "Events queued per session before it gets a reset.", int),
+    ("max-body", MIB, "Largest request body in bytes (HTTP 413 above).", int),
+    ("max-batch", 100, "Calls in one JSON-RPC batch.", int),
+    ("ping-interval", 30.0, "Seconds between pings of a quiet view.", float),
+    ("online-period", 60.0, "Seconds a polling session counts as online.", float),
+    ("amqp", None, "RabbitMQ URL, amqp://user:pass@host:5672/vhost.", None),
+    ("amqp-exchange", "pushengine.changes", "The fanout exchange of changes.", None),
+    ("node-id", None, "This node's name (queue name, metrics); default host-port.", None),
+    ("memcache", None, "memcached servers host:port[,host:port...].", None),
+    ("redis", None, "Redis URL of the session registry, redis://host:6379/0.", None),
+    ("store-url", None, "HTTP backend that answers a view's initial state.", None),
+    ("demo-rate", 3.0, "Changes per second of --demo.", float),
+]
+FLAGS = [
+    ("demo", None, "Run a producer of fake streams inside the process."),
+]
+
+
+def env_name(option: str) -> str:
+    return "PUSHENGINE_" + option.upper().replace("-", "_")
+
+
+class Options(usage.Options):
+    optParameters = [[name, None, default, help_] for name, default, help_, _ in PARAMETERS]
+    optFlags = [[name, short, help_] for name, short, help_ in FLAGS]
+
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.environ = os.environ if environ is None else environ
+        for name, _, _, _ in PARAMETERS:
+            value = self.environ.get(env_name(name))
+            if value is not None and value != "":
+                self[name] = value
+        for name, _, _ in FLAGS:
+            value = self.environ.get(env_name(name), "").lower()
+            if value in ("1", "true", "yes", "on"):
+                self[name] = 1
+
+    def postOptions(self) -> None:
+        for name, default, _, parse in PARAMETERS:
+            value = self[name]
+            if parse is not None and isinstance(value, str):
+                try:
+                    self[name] = parse(value)
+                except ValueError:
+                    raise usage.UsageError(f"--{name} must be a number, not {value!r}")
+        for name in ("session-timeout", "max-timeout", "ping-interval", "online-period",
+                     "demo-rate"):
+            if not self[name] > 0:
+                raise usage.UsageError(f"--{name} must be greater than 0")
+        for name in ("max-subscriptions", "max-queue", "max-body", "max-batch"):
+            if self[name] < 1:
+                raise usage.UsageError(f"--{name} must be at least 1")
+        if self["max-sessions"] < 0:
+            raise usage.UsageError("--max-sessions must be 0 (no limit) or more")
+        if self["amqp"] and not re.match(r"^amqps?://", self["amqp"]):
+            raise usage.UsageError("--amqp must be an amqp:// URL")
+        if self["redis"] and not re.match(r"^rediss?://", self["redis"]):
+            raise usage.UsageError("--redis must be a redis:// URL")
+        if self["store-url"] and not re.match(r"^https?://", self["store-url"]):
+            raise usage.UsageError("--store-url must be an http(s):// URL")
+        if self["memcache"]:
+            for server in self["memcache"].split(","):
+                if not re.match(r"^[^:,\s]+:\d{1,5}$", server.strip()):
+                    raise usage.UsageError(f"--memcache: {server!r} is not host:port")
+        for name in ("views", "seed", "api-keys"):
+            if self[name] and not os.path.isfile(self[name]):
+                raise usage.UsageError(f"--{name}: no such file {self[name]!r}")
+        if not self["node-id"]:
+            port = re.findall(r"\d+", self["port"])
+            self["node-id"] = f"{socket.gethostname()}-{port[0] if port else '0'}"
+        if not re.match(r"^[A-Za-z0-9_.:-]{1,100}$", self["node-id"]):
+            raise usage.UsageError("--node-id may hold letters, digits and _ . : - only")
+
+
+def makeService(options: Options):
+    from twisted.internet import reactor
+
+    from pushengine.service import build_service
+    return build_service(options, reactor)

@@ -1,0 +1,1 @@
+"""The HTTP adapter: klein routes over the transport-free API."""

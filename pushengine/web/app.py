@@ -1,0 +1,207 @@
+"""The HTTP routes: JSON-RPC, publish, health, metrics, static files.
+
+Every answer is JSON (or Prometheus text, or a static file): unknown paths,
+wrong methods, oversized bodies and internal errors all get a JSON body, never
+an HTML page or a traceback.
+"""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from typing import Any
+
+from klein import Klein
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.logger import Logger
+from werkzeug.exceptions import MethodNotAllowed, NotFound
+from werkzeug.routing import RequestRedirect
+
+from pushengine import metrics
+from pushengine.auth import ApiKeys
+from pushengine.changes import MalformedChange, changes_from_json, decode_json
+from pushengine.rpc import Dispatcher
+from pushengine.web.static import StaticFiles, static_root
+
+log = Logger()
+JSON = b"application/json"
+
+
+def _json(request, code: int, value: Any) -> bytes:
+    request.setResponseCode(code)
+    request.setHeader(b"content-type", JSON)
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _is_loopback(request) -> bool:
+    host = getattr(request.getClientAddress(), "host", None)
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class WebApp:
+    app = Klein()
+
+    def __init__(self, dispatcher: Dispatcher, feed: Any, engine: Any,
+                 metrics_registry: Any, health: Any, api_keys: ApiKeys | None = None,
+                 publish_key: str | None = None, cors_origin: str | None = None,
+                 id_fields: dict[str, str] | None = None) -> None:
+        self.dispatcher = dispatcher
+        self.feed = feed
+        self.engine = engine
+        self.metrics_registry = metrics_registry
+        self.health_report = health
+        self.api_keys = api_keys or ApiKeys()
+        self.publish_key = publish_key
+        self.cors_origin = cors_origin
+        self.id_fields = id_fields or {}
+        root = static_root()
+        self.js = StaticFiles(str(root / "js"))
+        self.examples = StaticFiles(str(root / "examples"))
+        self.examples.indexNames = ["index.html"]
+
+    def resource(self):
+        return self.app.resource()
+
+    # -- shared checks ---------------------------------------------------------
+    def _cors(self, request) -> None:
+        if self.cors_origin:
+            request.setHeader(b"access-control-allow-origin", self.cors_origin.encode())
+            request.setHeader(b"access-control-allow-methods", b"POST, GET, OPTIONS")
+            request.setHeader(b"access-control-allow-headers",
+                              b"content-type, x-api-key, authorization")
+            request.setHeader(b"access-control-max-age", b"600")
+
+    def _body(self, request) -> bytes | None:
+        if getattr(request, "body_too_large", False):
+            return None
+        request.content.seek(0)
+        return request.content.read()
+
+    # -- JSON-RPC ----------------------------------------------------------------
+    @app.route("/api/jsonrpc", methods=["POST"])
+    def jsonrpc(self, request):
+        self._cors(request)
+        request.setHeader(b"cache-control", b"no-store")
+        presented = (request.args.get(b"apikey") or [None])[0] or request.getHeader(b"x-api-key")
+        if isinstance(presented, bytes):
+            presented = presented.decode("utf-8", "replace")
+        if not self.api_keys.allows(presented):
+            return _json(request, 403, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": 1003, "message": "a valid API key is required (apikey or X-Api-Key)"}})
+        body = self._body(request)
+        if body is None:
+            return _json(request, 413, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "the request body is too large"}})
+        d = self.dispatcher.handle(body)
+
+        def answer(text: bytes | None) -> bytes:
+            request.setHeader(b"content-type", JSON)
+            if text is None:
+                request.setResponseCode(204)
+                return b""
+            return text
+        return d.addCallback(answer)
+
+    @app.route("/api/jsonrpc", methods=["OPTIONS"])
+    @app.route("/api/publish", methods=["OPTIONS"])
+    def preflight(self, request):
+        self._cors(request)
+        request.setResponseCode(204)
+        return b""
+
+    # -- publish -----------------------------------------------------------------
+    @app.route("/api/publish", methods=["POST"])
+    def publish(self, request):
+        self._cors(request)
+        if self.publish_key:
+            auth = (request.getHeader(b"authorization") or "")
+            if isinstance(auth, bytes):
+                auth = auth.decode("latin-1")
+            scheme, _, token = auth.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    token.strip().encode(), self.publish_key.encode()):
+                request.setHeader(b"www-authenticate", b"Bearer")
+                return _json(request, 401, {"error": "publishing needs Authorization: "
+                                                     "Bearer <publish key>"})
+        elif not _is_loopback(request):
+            return _json(request, 403, {"error": "no publish key is configured: "
+                                                 "only loopback clients may publish"})
+        body = self._body(request)
+        if body is None:
+            return _json(request, 413, {"error": "the request body is too large"})
+        try:
+            data = decode_json(body)
+        except MalformedChange as e:
+            return _json(request, 400, {"error": str(e)})
+        changes, errors = changes_from_json(data, self.id_fields)
+        if errors:
+            return _json(request, 400, {"error": "malformed change", "details": errors[:20]})
+        if not changes:
+            return _json(request, 400, {"error": "no changes in the body"})
+        d = maybeDeferred(self.feed.publish, changes)
+
+        def published(count: int) -> bytes:
+            return _json(request, 200, {"accepted": count})
+
+        def failed(f) -> bytes:
+            log.failure("publishing {n} changes failed", f, n=len(changes))
+            return _json(request, 503, {"error": "the change feed is not available"})
+        return d.addCallbacks(published, failed)
+
+    # -- operations --------------------------------------------------------------
+    @app.route("/health", methods=["GET", "HEAD"])
+    def health(self, request):
+        report = self.health_report()
+        request.setHeader(b"cache-control", b"no-store")
+        return _json(request, 200 if report.get("status") == "ok" else 503, report)
+
+    @app.route("/metrics", methods=["GET"])
+    def metrics(self, request):
+        request.setHeader(b"content-type", metrics.CONTENT_TYPE.encode())
+        return metrics.render(self.metrics_registry)
+
+    # -- static files ------------------------------------------------------------
+    @app.route("/static/js/", branch=True, methods=["GET", "HEAD"])
+    def static_js(self, request):
+        return self.js
+
+    @app.route("/examples/", branch=True, methods=["GET", "HEAD"])
+    def static_examples(self, request):
+        return self.examples
+
+    @app.route("/", methods=["GET", "HEAD"])
+    def root(self, request):
+        request.redirect(b"/examples/")
+        return b""
+
+    @app.route("/favicon.ico", methods=["GET", "HEAD"])
+    def favicon(self, request):
+        request.setResponseCode(204)
+        return b""
+
+    # -- errors as JSON ------------------------------------------------------------
+    @app.handle_errors(RequestRedirect)
+    def redirected(self, request, failure):
+        request.redirect(failure.value.new_url.encode())
+        return b""
+
+    @app.handle_errors(NotFound)
+    def not_found(self, request, failure):
+        return _json(request, 404, {"error": "not found"})
+
+    @app.handle_errors(MethodNotAllowed)
+    def not_allowed(self, request, failure):
+        allowed = getattr(failure.value, "valid_methods", None) or []
+        if allowed:
+            request.setHeader(b"allow", ", ".join(allowed).encode())
+        return _json(request, 405, {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "method not allowed: use POST"}}
+            if request.path.startswith(b"/api/") else {"error": "method not allowed"})
+
+    @app.handle_errors(Exception)
+    def internal(self, request, failure):
+        log.failure("unhandled error answering {path}", failure, path=request.path)
+        return _json(request, 500, {"error": "internal error"})
