@@ -23,6 +23,14 @@ log = Logger()
 DEFAULT_POLL_TIMEOUT = 30.0
 
 
+def _finite(value: int | float) -> bool:
+    """A number that is a float too (an integer of 400 digits is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 class LocalOnline:
     """Online figures from this node alone (no shared counter configured)."""
 
@@ -144,7 +152,7 @@ class Api:
     def session_get_events(self, sid: Any, timeout: Any = DEFAULT_POLL_TIMEOUT,
                            ack: Any = None) -> Deferred:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-                or not math.isfinite(timeout) or timeout < 0:
+                or not _finite(timeout) or timeout < 0:
             raise BadParams("timeout must be a number of seconds, 0 or more")
         if ack is not None and (isinstance(ack, bool) or not isinstance(ack, int) or ack < 0):
             raise BadParams("ack must be an integer sequence number, 0 or more")

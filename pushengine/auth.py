@@ -35,12 +35,19 @@ class ApiKeys:
             return True
         if not presented:
             return False
-        return any(hmac.compare_digest(presented, k) for k in self.keys)
+        # bytes: compare_digest refuses str with non-ASCII characters
+        given = presented.encode("utf-8", "surrogateescape")
+        return any(hmac.compare_digest(given, k.encode("utf-8", "surrogateescape"))
+                   for k in self.keys)
 
 
 def normalize_user(sub: Any) -> Any:
-    """JWT subjects are strings; a decimal one is the integer user id."""
-    if isinstance(sub, str) and sub.isdecimal() and len(sub) < 19:
+    """JWT subjects are strings; a decimal one is the integer user id.
+
+    Only the canonical form counts: ASCII digits without leading zeros, so
+    that no other subject ("0042", "٤٢") becomes the same user as "42"."""
+    if isinstance(sub, str) and sub.isascii() and sub.isdigit() and len(sub) < 19 \
+            and (sub == "0" or sub[0] != "0"):
         return int(sub)
     return sub
 

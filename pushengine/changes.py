@@ -76,9 +76,14 @@ def decode_json(body: bytes | str) -> Any:
         except UnicodeDecodeError:
             raise MalformedChange("the body is not UTF-8") from None
     try:
-        return json.loads(body)
+        return json.loads(body, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         raise MalformedChange("the body is not JSON") from None
+
+
+def _refuse_constant(name: str) -> None:
+    """NaN and Infinity are not JSON: an object holding one could never be sent."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def decode_changes(body: bytes | str,
@@ -115,5 +120,5 @@ def changes_from_json(data: Any, id_fields: Mapping[str, str] | None = None
 
 def encode_changes(changes: list[Change]) -> bytes:
     """The wire form of a batch: a UTF-8 JSON array of change objects."""
-    return json.dumps([c.to_json() for c in changes],
+    return json.dumps([c.to_json() for c in changes], allow_nan=False,
                       separators=(",", ":"), ensure_ascii=False).encode("utf-8")

@@ -24,7 +24,7 @@ class EngineCounters:
     changes_in: int = 0
     change_errors: int = 0
     feed_gaps: int = 0
-    last_change_at: float = 0.0
+    last_change_at: float | None = None
     extra: dict[str, int] = field(default_factory=dict)
 
 

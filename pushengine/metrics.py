@@ -59,7 +59,7 @@ class EngineCollector:
         for code, n in sorted(self.rpc_errors.items()):
             errors.add_metric([self.node_id, str(code)], n)
         yield errors
-        if e.counters.last_change_at:
+        if e.counters.last_change_at is not None:
             yield gauge("pushengine_last_change_age_seconds",
                         "Seconds since the last change arrived",
                         self.clock.seconds() - e.counters.last_change_at)

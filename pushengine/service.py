@@ -128,15 +128,20 @@ class Node:
                                                                         else "none"}
         return report
 
+    def site(self) -> Site:
+        """The HTTP site: idle timeout above the longest poll, body limit, no tracebacks."""
+        site = Site(self.web.resource(), timeout=self.options["max-timeout"] + 30,
+                    reactor=self.reactor)
+        site.requestFactory = limited_request_factory(self.options["max-body"])
+        site.displayTracebacks = False
+        site.noisy = False
+        return site
+
     def build(self) -> service.MultiService:
         options, reactor = self.options, self.reactor
         FeedService(self.feed, self.engine).setServiceParent(self.services)
-        site = Site(self.web.resource(), timeout=options["max-timeout"] + 30,
-                    reactor=reactor)
-        site.requestFactory = limited_request_factory(options["max-body"])
-        site.displayTracebacks = False
-        site.noisy = False
-        strports.service(options["port"], site, reactor=reactor).setServiceParent(self.services)
+        strports.service(options["port"], self.site(), reactor=reactor).setServiceParent(
+            self.services)
         timer(options["ping-interval"], self.engine.ping, reactor).setServiceParent(self.services)
         if options["demo"]:
             from pushengine.demo import DemoProducer

@@ -5,6 +5,7 @@ Every option also reads the environment variable ``PUSHENGINE_<NAME>``
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -77,8 +78,8 @@ class Options(usage.Options):
                     raise usage.UsageError(f"--{name} must be a number, not {value!r}")
         for name in ("session-timeout", "max-timeout", "ping-interval", "online-period",
                      "demo-rate"):
-            if not self[name] > 0:
-                raise usage.UsageError(f"--{name} must be greater than 0")
+            if not self[name] > 0 or not math.isfinite(self[name]):
+                raise usage.UsageError(f"--{name} must be a number greater than 0")
         for name in ("max-subscriptions", "max-queue", "max-body", "max-batch"):
             if self[name] < 1:
                 raise usage.UsageError(f"--{name} must be at least 1")

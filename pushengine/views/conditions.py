@@ -8,6 +8,7 @@ literal, a subscribe parameter (``$name``) or the session's user
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -91,7 +92,9 @@ def parse_where(where: Any, view: str) -> list[Condition]:
 # --- parameter validation -------------------------------------------------
 
 def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (bool, int, str))
 
 
 def check_param(name: str, role: str, value: Any) -> Any:
@@ -109,7 +112,8 @@ def check_param(name: str, role: str, value: Any) -> Any:
             raise bad(f"a list of at most {MAX_IN_VALUES} scalar values")
         return value
     if role in ("gt", "gte", "lt", "lte"):
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)) \
+                or (isinstance(value, float) and not math.isfinite(value)):
             raise bad("a number or a string")
         return value
     if role == "has_word":
@@ -117,7 +121,8 @@ def check_param(name: str, role: str, value: Any) -> Any:
             raise bad("a single word")
         return value
     if role in ("lat", "lon", "km"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
             raise bad("a number")
         limit = {"lat": (-90, 90), "lon": (-180, 180), "km": (0, 20040)}[role]
         if not limit[0] <= value <= limit[1] or (role == "km" and value == 0):

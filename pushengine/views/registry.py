@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from twisted.internet.defer import Deferred, gatherResults, succeed
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
 from twisted.logger import Logger
 
 from pushengine.changes import UPSERT, Change
@@ -112,7 +112,7 @@ class ViewRegistry:
             log.failure("initial state of {key} failed", f, key=query.key)
             chain.errback(f)
 
-        d = self.store.query(bound.spec, bound.values, bound.limit)
+        d = maybeDeferred(self.store.query, bound.spec, bound.values, bound.limit)
         d.addCallbacks(loaded, failed)
         return chain
 
@@ -176,8 +176,8 @@ class ViewRegistry:
         for query in list(self.queries.values()):
             if query.key in self._loading:
                 continue
-            d = self.store.query(query.bound.spec, query.bound.values,
-                                 max([query.bound.limit, *query.windows]))
+            d = maybeDeferred(self.store.query, query.bound.spec, query.bound.values,
+                              max([query.bound.limit, *query.windows]))
             d.addCallback(self._replaced, query)
             work.append(d)
         return gatherResults(work, consumeErrors=True).addCallback(sum)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import math
 from typing import Any
 
 from klein import Klein
@@ -19,7 +20,7 @@ from werkzeug.routing import RequestRedirect
 
 from pushengine import metrics
 from pushengine.auth import ApiKeys
-from pushengine.changes import MalformedChange, changes_from_json, decode_json
+from pushengine.changes import MalformedChange, changes_from_json
 from pushengine.rpc import Dispatcher
 from pushengine.web.static import StaticFiles, static_root
 
@@ -31,6 +32,39 @@ def _json(request, code: int, value: Any) -> bytes:
     request.setResponseCode(code)
     request.setHeader(b"content-type", JSON)
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _redirect(request, url: bytes) -> bytes:
+    """A redirect with an empty body (and so no content type to mistake)."""
+    request.redirect(url)
+    request.setHeader(b"content-length", b"0")
+    return b""
+
+
+def _not_finite(value: str) -> float:
+    raise ValueError(f"{value} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:20]} is out of range")
+    return value
+
+
+def decode_change_body(body: bytes) -> Any:
+    """Decode a publish body; NaN and Infinity (not JSON, and unencodable in
+    any answer that would carry the object) are refused."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedChange("the body is not UTF-8") from None
+    try:
+        return json.loads(text, parse_constant=_not_finite, parse_float=_finite_float)
+    except RecursionError:
+        raise MalformedChange("the body is not JSON") from None
+    except ValueError as e:
+        raise MalformedChange(f"the body is not JSON: {e}") from None
 
 
 def _is_loopback(request) -> bool:
@@ -133,7 +167,7 @@ class WebApp:
         if body is None:
             return _json(request, 413, {"error": "the request body is too large"})
         try:
-            data = decode_json(body)
+            data = decode_change_body(body)
         except MalformedChange as e:
             return _json(request, 400, {"error": str(e)})
         changes, errors = changes_from_json(data, self.id_fields)
@@ -174,8 +208,7 @@ class WebApp:
 
     @app.route("/", methods=["GET", "HEAD"])
     def root(self, request):
-        request.redirect(b"/examples/")
-        return b""
+        return _redirect(request, b"/examples/")
 
     @app.route("/favicon.ico", methods=["GET", "HEAD"])
     def favicon(self, request):
@@ -185,8 +218,7 @@ class WebApp:
     # -- errors as JSON ------------------------------------------------------------
     @app.handle_errors(RequestRedirect)
     def redirected(self, request, failure):
-        request.redirect(failure.value.new_url.encode())
-        return b""
+        return _redirect(request, failure.value.new_url.encode())
 
     @app.handle_errors(NotFound)
     def not_found(self, request, failure):

@@ -29,8 +29,20 @@ class StaticFiles(File):
     childNotFound = JsonError(404, "not found")
     forbidden = JsonError(403, "forbidden")
 
+    def getChild(self, path: bytes, request):
+        if b"\x00" in path:          # no file has it; the file system would raise
+            return self.childNotFound
+        return super().getChild(path, request)
+
     def directoryListing(self):
         return JsonError(404, "not found")
+
+    def redirect(self, request) -> bytes:
+        """A directory asked for without its slash: redirect, without an HTML body."""
+        path, sep, query = request.uri.partition(b"?")
+        request.redirect(path + b"/" + sep + query)
+        request.setHeader(b"content-length", b"0")
+        return b""
 
 
 StaticFiles.contentTypes = dict(File.contentTypes, **{

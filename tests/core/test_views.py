@@ -292,3 +292,31 @@ def test_feed_gap_resets_views_whose_state_changed():
     assert [(e["action"], [o["id"] for o in e["obj"]]) for e in got] == [("reset", [1, 2])]
     assert engine.sessions.get_events(same, 0, None) == "[]"
     assert engine.counters.feed_gaps == 1
+
+
+def test_a_store_that_raises_fails_the_subscription_and_frees_the_view():
+    catalog = parse_catalog({"views": HOME})
+
+    class Broken:
+        def query(self, view, params, limit):
+            raise RuntimeError("no backend")
+
+        def apply_changes(self, changes):
+            pass
+
+    registry = ViewRegistry(catalog, Broken())
+    bound = catalog.views["User"].bind({"user_id": 5}, None, 10)
+    for _ in range(2):   # a second try is not stuck behind the first
+        failures = []
+        registry.open(bound).addErrback(failures.append)
+        assert failures and failures[0].check(RuntimeError)
+        assert registry.queries == {} and registry._loading == {}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_params_are_refused(value):
+    catalog = load_catalog()
+    with pytest.raises(ParamError):
+        catalog.views["UserStreamView"].bind({"user_id": value}, None, None)
+    with pytest.raises(ParamError):
+        catalog.views["NearStreamView"].bind({"lat": value, "lon": 1, "km": 1}, None, None)

@@ -1,0 +1,101 @@
+"""get_events round trips per second over HTTP, with events waiting.
+
+    python bench/http_roundtrip.py [--seconds 10] [--connections 10]
+
+Starts ``twistd -n pushengine`` on a free port, makes one session with 10
+events waiting, then has wrk (a separate process) POST
+``session.get_events(sid, 0, 0)`` — ``ack`` 0 keeps the events queued, so every
+answer carries them — and reports answers per second beside a bare
+``GET /health`` for the fixed cost of one response. Needs wrk.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rpc(port: int, method: str, *params):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)})
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/jsonrpc", body.encode())
+    return json.loads(urllib.request.urlopen(req, timeout=10).read())["result"]
+
+
+def publish(port: int, changes: list) -> None:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/publish",
+                                 json.dumps(changes).encode())
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def start_engine(port: int, workdir: str, *extra: str) -> subprocess.Popen:
+    twistd = shutil.which("twistd", path=os.path.dirname(sys.executable)) or "twistd"
+    proc = subprocess.Popen([twistd, "-n", "--pidfile=", f"--logfile={workdir}/engine.log",
+                             "pushengine", "--port", f"tcp:{port}", *extra],
+                            cwd=workdir)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("the engine did not start")
+
+
+def wrk(url: str, seconds: int, connections: int, script: str | None = None) -> float:
+    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", url]
+    if script:
+        cmd[1:1] = ["-s", script]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--seconds", type=int, default=10)
+    p.add_argument("--connections", type=int, default=10)
+    a = p.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (apt-get install wrk)")
+    with tempfile.TemporaryDirectory() as workdir:
+        port = free_port()
+        proc = start_engine(port, workdir)
+        try:
+            sid = rpc(port, "session.create")
+            rpc(port, "stream.subscribe_public_live", sid, 50)
+            publish(port, [{"type": "Stream", "action": "upsert", "obj": {
+                "id": i, "title": f"stream {i}", "user_id": 1, "live": True, "public": True,
+                "created_at": f"2026-11-30T00:00:{i:02d}Z", "viewers": i}} for i in range(10)])
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session.get_events",
+                               "params": [sid, 0, 0]})
+            script = os.path.join(workdir, "post.lua")
+            with open(script, "w") as f:
+                f.write('wrk.method = "POST"\nwrk.body = %s\n'
+                        'wrk.headers["Content-Type"] = "application/json"\n' % json.dumps(body))
+            health = wrk(f"http://127.0.0.1:{port}/health", a.seconds, a.connections)
+            events = wrk(f"http://127.0.0.1:{port}/api/jsonrpc", a.seconds, a.connections, script)
+            print(f"GET /health: {health:,.0f} answers/s")
+            print(f"get_events with 10 events waiting: {events:,.0f} answers/s")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Change messages: decoding, validation, batches."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pushengine.changes import decode_changes, encode_changes
+
+
+def test_one_change_and_a_batch():
+    one = {"type": "Stream", "action": "insert", "obj": {"id": 1}}
+    changes, errors = decode_changes(json.dumps(one))
+    assert errors == [] and changes[0].action == "upsert" and changes[0].id == 1
+    batch = [one, {"type": "Stream", "action": "delete", "obj": {"id": "x"}}]
+    changes, errors = decode_changes(json.dumps(batch).encode())
+    assert [c.action for c in changes] == ["upsert", "delete"] and errors == []
+
+
+@pytest.mark.parametrize("body, error", [
+    (b"\xff\xfe", "not UTF-8"),
+    (b"{nope", "not JSON"),
+    (b'{"type":"S","action":"upsert","obj":{"id":NaN}}', "not JSON"),
+    (b'{"type":"S","action":"upsert","obj":{"id":1,"v":Infinity}}', "not JSON"),
+    (b'"text"', "JSON object"),
+    (b'{"action":"upsert","obj":{"id":1}}', "'type'"),
+    (b'{"type":"S","action":"merge","obj":{"id":1}}', "'action'"),
+    (b'{"type":"S","action":"upsert","obj":[1]}', "'obj'"),
+    (b'{"type":"S","action":"upsert","obj":{"id":true}}', "obj.id"),
+    (b'{"type":"S","action":"upsert","obj":{"id":""}}', "obj.id"),
+    (b'{"type":"S","action":"upsert","obj":{"id":1.5}}', "obj.id"),
+])
+def test_malformed_messages_are_explained(body, error):
+    changes, errors = decode_changes(body)
+    assert changes == [] and len(errors) == 1 and error in errors[0]
+
+
+def test_a_bad_change_in_a_batch_is_named_by_index():
+    body = json.dumps([{"type": "S", "action": "upsert", "obj": {"id": 1}},
+                       {"type": "S", "action": "upsert", "obj": {}}])
+    changes, errors = decode_changes(body)
+    assert len(changes) == 1 and errors == ["change 1: 'obj.id' must be a non-empty string "
+                                            "or an integer"]
+
+
+def test_id_field_per_type():
+    changes, errors = decode_changes(b'{"type":"User","action":"upsert","obj":{"uid":5}}',
+                                     {"User": "uid"})
+    assert changes[0].id == 5 and errors == []
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                           max_leaves=10)
+
+
+@given(st.lists(st.fixed_dictionaries({
+    "type": st.text(min_size=1, max_size=10),
+    "action": st.sampled_from(["upsert", "delete"]),
+    "obj": st.fixed_dictionaries({"id": st.integers() | st.text(min_size=1, max_size=20)},
+                                 optional={"data": json_values})}), min_size=1, max_size=5))
+def test_encode_then_decode_is_identity(items):
+    changes, errors = decode_changes(json.dumps(items))
+    assert errors == []
+    again, errors = decode_changes(encode_changes(changes))
+    assert errors == [] and again == changes
+
+
+@given(st.binary(max_size=200))
+def test_any_bytes_never_raise(body):
+    changes, errors = decode_changes(body)
+    assert changes or errors

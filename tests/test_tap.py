@@ -1,0 +1,225 @@
+"""``twistd pushengine``: its options (SPEC section 1) and the plugin itself."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+from twisted.application.service import IServiceMaker
+from twisted.plugin import getPlugins
+from twisted.python import usage
+
+from pushengine.tap import PARAMETERS, Options, env_name
+
+DEFAULTS = {
+    "port": "tcp:8080",
+    "views": None,
+    "seed": None,
+    "api-key": None,
+    "api-keys": None,
+    "publish-key": None,
+    "secret": None,
+    "cors-origin": None,
+    "session-timeout": 120.0,
+    "max-timeout": 90.0,
+    "max-sessions": 0,
+    "max-subscriptions": 50,
+    "max-queue": 1000,
+    "max-body": 1048576,
+    "max-batch": 100,
+    "ping-interval": 30.0,
+    "online-period": 60.0,
+    "amqp": None,
+    "amqp-exchange": "pushengine.changes",
+    "memcache": None,
+    "redis": None,
+    "store-url": None,
+    "demo-rate": 3.0,
+    "demo": 0,
+}
+
+
+def parse(*argv: str, environ: dict[str, str] | None = None) -> Options:
+    options = Options(environ=environ or {})
+    options.parseOptions(list(argv))
+    return options
+
+
+@pytest.fixture
+def files(tmp_path):
+    views = tmp_path / "views.yaml"
+    views.write_text("views:\n  V: {type: Stream}\n")
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text('{"id": 1}\n')
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k1\n")
+    return {"views": str(views), "seed": str(seed), "api-keys": str(keys)}
+
+
+def test_defaults() -> None:
+    options = parse()
+    for name, value in DEFAULTS.items():
+        assert options[name] == value, name
+        assert type(options[name]) is type(value), name
+    assert options["node-id"] == f"{socket.gethostname()}-8080"
+
+
+def test_every_parameter_has_a_default_here() -> None:
+    assert {name for name, *_ in PARAMETERS} | {"demo"} == set(DEFAULTS) | {"node-id"}
+
+
+def test_every_option_parsed_and_typed(files) -> None:
+    options = parse(
+        "--port", "tcp:9999:interface=127.0.0.1", "--views", files["views"],
+        "--seed", files["seed"], "--api-key", "k0", "--api-keys", files["api-keys"],
+        "--publish-key", "pk", "--secret", "jwt-secret", "--cors-origin", "https://a.example",
+        "--session-timeout", "30", "--max-timeout", "12.5", "--max-sessions", "1000",
+        "--max-subscriptions", "5", "--max-queue", "20", "--max-body", "4096",
+        "--max-batch", "7", "--ping-interval", "2.5", "--online-period", "15",
+        "--amqp", "amqp://u:p@rabbit:5672/%2f", "--amqp-exchange", "x.changes",
+        "--node-id", "node-1", "--memcache", "mc1:11211, mc2:11212",
+        "--redis", "redis://r:6379/2", "--store-url", "http://backend/state",
+        "--demo", "--demo-rate", "10")
+    expected = {
+        "port": "tcp:9999:interface=127.0.0.1", "views": files["views"], "seed": files["seed"],
+        "api-key": "k0", "api-keys": files["api-keys"], "publish-key": "pk",
+        "secret": "jwt-secret", "cors-origin": "https://a.example",
+        "session-timeout": 30.0, "max-timeout": 12.5, "max-sessions": 1000,
+        "max-subscriptions": 5, "max-queue": 20, "max-body": 4096, "max-batch": 7,
+        "ping-interval": 2.5, "online-period": 15.0, "amqp": "amqp://u:p@rabbit:5672/%2f",
+        "amqp-exchange": "x.changes", "node-id": "node-1", "memcache": "mc1:11211, mc2:11212",
+        "redis": "redis://r:6379/2", "store-url": "http://backend/state", "demo": 1,
+        "demo-rate": 10.0,
+    }
+    for name, value in expected.items():
+        assert options[name] == value, name
+        assert type(options[name]) is type(value), name
+
+
+def test_equals_form_and_float_for_int_free_options() -> None:
+    options = parse("--max-timeout=5", "--session-timeout=1e3")
+    assert options["max-timeout"] == 5.0 and options["session-timeout"] == 1000.0
+
+
+def test_environment_fallbacks(files) -> None:
+    environ = {
+        "PUSHENGINE_PORT": "tcp:7000", "PUSHENGINE_MAX_TIMEOUT": "45",
+        "PUSHENGINE_MAX_SESSIONS": "3", "PUSHENGINE_SECRET": "env-secret",
+        "PUSHENGINE_VIEWS": files["views"], "PUSHENGINE_AMQP": "amqp://guest:guest@h/",
+        "PUSHENGINE_AMQP_EXCHANGE": "env.x", "PUSHENGINE_DEMO": "true",
+        "PUSHENGINE_CORS_ORIGIN": "*", "PUSHENGINE_MAX_BODY": "2048",
+        "PUSHENGINE_UNRELATED": "x",
+    }
+    options = parse(environ=environ)
+    assert options["port"] == "tcp:7000"
+    assert options["max-timeout"] == 45.0
+    assert options["max-sessions"] == 3 and type(options["max-sessions"]) is int
+    assert options["secret"] == "env-secret"
+    assert options["views"] == files["views"]
+    assert options["amqp"] == "amqp://guest:guest@h/"
+    assert options["amqp-exchange"] == "env.x"
+    assert options["demo"] == 1
+    assert options["cors-origin"] == "*"
+    assert options["max-body"] == 2048
+    assert options["node-id"].endswith("-7000")
+
+
+def test_command_line_wins_over_the_environment() -> None:
+    environ = {"PUSHENGINE_PORT": "tcp:7000", "PUSHENGINE_MAX_TIMEOUT": "45",
+               "PUSHENGINE_SECRET": "env"}
+    options = parse("--port", "tcp:7001", "--max-timeout", "5", "--secret", "cli",
+                    environ=environ)
+    assert (options["port"], options["max-timeout"], options["secret"]) == ("tcp:7001", 5.0,
+                                                                         "cli")
+
+
+def test_environment_names() -> None:
+    assert env_name("max-timeout") == "PUSHENGINE_MAX_TIMEOUT"
+    assert env_name("api-keys") == "PUSHENGINE_API_KEYS"
+    assert env_name("node-id") == "PUSHENGINE_NODE_ID"
+
+
+@pytest.mark.parametrize("name", [n for n, _, _, parse in PARAMETERS if parse is None
+                                  and n not in ("views", "seed", "api-keys", "amqp", "redis",
+                                                "store-url", "memcache")])
+def test_every_string_option_reads_its_variable(name: str) -> None:
+    value = "tcp:1234" if name == "port" else "value-1"
+    assert parse(environ={env_name(name): value})[name] == value
+
+
+@pytest.mark.parametrize("name", [n for n, _, _, parse in PARAMETERS if parse is not None])
+def test_every_number_option_reads_its_variable(name: str) -> None:
+    options = parse(environ={env_name(name): "7"})
+    assert options[name] == 7 and type(options[name]) is type(DEFAULTS[name])
+
+
+@pytest.mark.parametrize("value", ["", "0", "false", "no", "off"])
+def test_demo_flag_from_the_environment_off(value: str) -> None:
+    assert parse(environ={"PUSHENGINE_DEMO": value})["demo"] == 0
+
+
+def test_empty_environment_value_means_the_default() -> None:
+    assert parse(environ={"PUSHENGINE_MAX_TIMEOUT": "", "PUSHENGINE_PORT": ""})["port"] == \
+        "tcp:8080"
+
+
+def test_reads_os_environ_by_default(monkeypatch) -> None:
+    monkeypatch.setenv("PUSHENGINE_MAX_QUEUE", "77")
+    options = Options()
+    options.parseOptions([])
+    assert options["max-queue"] == 77
+
+
+@pytest.mark.parametrize("argv", [
+    ["--max-timeout", "abc"], ["--max-timeout", "0"], ["--max-timeout", "-1"],
+    ["--max-timeout", "nan"], ["--max-timeout", "inf"], ["--session-timeout", "-5"],
+    ["--ping-interval", "0"], ["--online-period", "-1"], ["--demo-rate", "0"],
+    ["--max-sessions", "-1"], ["--max-sessions", "1.5"], ["--max-sessions", "ten"],
+    ["--max-subscriptions", "0"], ["--max-queue", "0"], ["--max-body", "0"],
+    ["--max-body", "1MiB"], ["--max-body", "1e6"], ["--max-batch", "-3"],
+    ["--amqp", "http://rabbit/"], ["--amqp", "rabbit:5672"],
+    ["--redis", "http://r:6379"], ["--redis", "localhost:6379"],
+    ["--store-url", "ftp://backend/"], ["--store-url", "backend/state"],
+    ["--memcache", "mc1"], ["--memcache", "mc1:port"], ["--memcache", "mc1:11211,"],
+    ["--memcache", "a:1:2"],
+    ["--views", "/nonexistent/views.yaml"], ["--seed", "/nonexistent/seed.jsonl"],
+    ["--api-keys", "/nonexistent/keys"],
+    ["--node-id", "has space"], ["--node-id", "x" * 101], ["--node-id", "slash/y"],
+    ["--no-such-option"], ["extra-argument"],
+])
+def test_usage_errors(argv: list[str]) -> None:
+    with pytest.raises(usage.UsageError):
+        parse(*argv)
+
+
+@pytest.mark.parametrize("name, value", [
+    ("PUSHENGINE_MAX_TIMEOUT", "soon"), ("PUSHENGINE_MAX_QUEUE", "-1"),
+    ("PUSHENGINE_REDIS", "nope"), ("PUSHENGINE_VIEWS", "/nonexistent.yaml"),
+])
+def test_usage_errors_from_the_environment(name: str, value: str) -> None:
+    with pytest.raises(usage.UsageError):
+        parse(environ={name: value})
+
+
+def test_views_directory_is_not_a_file(tmp_path) -> None:
+    with pytest.raises(usage.UsageError):
+        parse("--views", str(tmp_path))
+
+
+def test_invalid_views_file_is_a_usage_error(tmp_path) -> None:
+    from twisted.internet.task import Clock
+
+    from pushengine.service import Node
+    bad = tmp_path / "views.yaml"
+    bad.write_text("views: [1, 2]\n")
+    options = parse("--views", str(bad))
+    with pytest.raises(usage.UsageError):
+        Node(options, Clock())
+
+
+def test_the_plugin_is_discoverable() -> None:
+    makers = [p for p in getPlugins(IServiceMaker) if p.tapname == "pushengine"]
+    assert len(makers) == 1
+    maker = makers[0]
+    assert maker.description
+    assert isinstance(maker.options(), Options)
+    assert callable(maker.makeService)
