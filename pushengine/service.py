@@ -30,6 +30,17 @@ from pushengine.web.request import limited_request_factory
 log = Logger()
 
 
+class EngineSite(Site):
+    """A Site whose access log is optional: at thousands of polls a second a
+    line per request costs more than the answer."""
+
+    access_log = False
+
+    def log(self, request) -> None:
+        if self.access_log:
+            super().log(request)
+
+
 class FeedService(service.Service):
     """Starts the feed into the engine when the application starts."""
 
@@ -130,8 +141,11 @@ class Node:
 
     def site(self) -> Site:
         """The HTTP site: idle timeout above the longest poll, body limit, no tracebacks."""
-        site = Site(self.web.resource(), timeout=self.options["max-timeout"] + 30,
-                    reactor=self.reactor)
+        # bodies are JSON: parsing them as form submissions would cost a
+        # content-type parse through the email package on every POST
+        site = EngineSite(self.web.resource(), timeout=self.options["max-timeout"] + 30,
+                          reactor=self.reactor, parsePOSTFormSubmission=False)
+        site.access_log = bool(self.options["access-log"])
         site.requestFactory = limited_request_factory(self.options["max-body"])
         site.displayTracebacks = False
         site.noisy = False

@@ -45,6 +45,7 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
 ]
 FLAGS = [
     ("demo", None, "Run a producer of fake streams inside the process."),
+    ("access-log", None, "Log every HTTP request (off by default: every poll is one)."),
 ]
 
 

@@ -13,8 +13,10 @@ import math
 from typing import Any
 
 from klein import Klein
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
 from twisted.logger import Logger
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 from werkzeug.routing import RequestRedirect
 
@@ -97,7 +99,7 @@ class WebApp:
         self.examples.indexNames = ["index.html"]
 
     def resource(self):
-        return self.app.resource()
+        return Root(self, self.app.resource())
 
     # -- shared checks ---------------------------------------------------------
     def _cors(self, request) -> None:
@@ -237,3 +239,58 @@ class WebApp:
     def internal(self, request, failure):
         log.failure("unhandled error answering {path}", failure, path=request.path)
         return _json(request, 500, {"error": "internal error"})
+
+
+class Root(Resource):
+    """The site's root: ``POST /api/jsonrpc`` (every poll) goes straight to the
+    handler; every other request is routed by klein."""
+
+    def __init__(self, web: WebApp, routed: Resource) -> None:
+        super().__init__()
+        self.web = web
+        self.routed = routed
+
+    def getChildWithDefault(self, path: bytes, request) -> Resource:
+        if request.method == b"POST" and request.path == b"/api/jsonrpc":
+            return _RpcResource(self.web)
+        # give the whole path back to klein, which routes on it
+        request.postpath.insert(0, request.prepath.pop())
+        return self.routed
+
+    def render(self, request):
+        return self.routed.render(request)
+
+
+class _RpcResource(Resource):
+    isLeaf = True
+
+    def __init__(self, web: WebApp) -> None:
+        super().__init__()
+        self.web = web
+
+    def render_POST(self, request):
+        try:
+            result = self.web.jsonrpc(request)
+        except Exception:
+            log.failure("unhandled error answering /api/jsonrpc")
+            return _json(request, 500, {"error": "internal error"})
+        if isinstance(result, bytes):
+            return result
+        finished = []
+        request.notifyFinish().addBoth(finished.append)
+        request.notifyFinish().addErrback(lambda _: result.cancel())
+
+        def write(body: bytes) -> None:
+            if not finished:
+                request.write(body)
+                request.finish()
+
+        def failed(f) -> None:
+            if f.check(CancelledError):
+                return
+            log.failure("unhandled error answering /api/jsonrpc", f)
+            if not finished:
+                request.write(_json(request, 500, {"error": "internal error"}))
+                request.finish()
+        result.addCallbacks(write, failed)
+        return NOT_DONE_YET
