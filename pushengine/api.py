@@ -31,29 +31,13 @@ def _finite(value: int | float) -> bool:
         return False
 
 
-class LocalOnline:
-    """Online figures from this node alone (no shared counter configured)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def touch(self, session_id: str, keys: list[str]) -> Deferred:
-        return succeed(None)
-
-    def count(self, key: str | None = None) -> Deferred:
-        sessions = self.engine.sessions
-        if key is None:
-            return succeed(len(sessions.sessions))
-        return succeed(sum(1 for s in sessions.sessions.values() if key in s.subs))
-
-
 class Api:
-    def __init__(self, engine: Engine, tokens: TokenVerifier, online: Any = None,
+    def __init__(self, engine: Engine, tokens: TokenVerifier, online: Any,
                  resume: Callable[[str], Deferred] | None = None) -> None:
         self.engine = engine
         self.sessions = engine.sessions
         self.tokens = tokens
-        self.online = online or LocalOnline(engine)
+        self.online = online
         self.resume = resume
         self.hooks: list[Any] = []
 
@@ -93,8 +77,15 @@ class Api:
         return Method(alias, names, required)
 
     # -- methods -------------------------------------------------------------
+    def _count_online(self, session) -> None:
+        """A session counts online from its creation and each time it polls
+        or subscribes (once per period; never fails the caller)."""
+        d = self.online.touch(session.id, list(session.subs))
+        d.addErrback(lambda f: log.failure("counting a session online failed", f))
+
     def session_create(self) -> str:
         session = self.sessions.create()
+        self._count_online(session)
         for hook in self.hooks:
             hook.created(session)
         return session.id
@@ -135,6 +126,7 @@ class Api:
             d = self.sessions.subscribe(session, bound)
 
             def subscribed(result):
+                self._count_online(session)
                 for hook in self.hooks:
                     hook.changed(session)
                 return result
@@ -161,8 +153,7 @@ class Api:
             if ack is not None and ack >= session.next_seq:
                 raise BadParams(f"ack {ack} is ahead of the last event "
                                 f"({session.next_seq - 1})")
-            d = self.online.touch(session.id, list(session.subs))
-            d.addErrback(lambda f: log.failure("counting a session online failed", f))
+            self._count_online(session)
             for hook in self.hooks:
                 hook.polled(session)
             return self.sessions.get_events(session, float(timeout), ack)

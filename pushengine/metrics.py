@@ -76,6 +76,16 @@ class EngineCollector:
                     yield gauge(f"pushengine_{prefix}_{name}", f"{prefix} {name}", value)
 
 
+class Figures:
+    """Figures read asynchronously (from memcached) and kept for the next scrape."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def stats(self) -> dict[str, float]:
+        return dict(self.values)
+
+
 def make_registry(collector: EngineCollector) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

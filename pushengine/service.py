@@ -15,10 +15,12 @@ from twisted.python import usage
 from twisted.web.server import Site
 
 from pushengine import metrics
-from pushengine.api import Api, LocalOnline
+from pushengine.api import Api
 from pushengine.auth import ApiKeys, TokenVerifier
 from pushengine.engine import Engine
 from pushengine.feeds.memory import MemoryFeed
+from pushengine.memcache import MemcacheClient, build_cache
+from pushengine.online import OnlineCounter
 from pushengine.rpc import Dispatcher
 from pushengine.sessions import SessionSettings
 from pushengine.stores.memory import MemoryStore
@@ -81,6 +83,8 @@ class Node:
             raise usage.UsageError(f"--views: {e}") from None
         self.services = service.MultiService()
         self.sources: dict[str, Any] = {}
+        self.cache = build_cache(reactor, options["memcache"])
+        self.sources["memcache"] = self.cache
         self.store = self._store()
         self.feed = self._feed()
         self.engine = Engine(reactor, self.catalog, self.store, SessionSettings(
@@ -108,7 +112,10 @@ class Node:
     def _store(self) -> Any:
         options = self.options
         if options["store-url"]:
-            raise usage.UsageError("--store-url is not available in this build")
+            import treq
+
+            from pushengine.stores.http import HttpStore
+            return HttpStore(treq, options["store-url"], cache=self.cache, clock=self.reactor)
         store = MemoryStore(self.catalog.id_fields)
         if options["seed"]:
             count = store.seed(options["seed"])
@@ -121,9 +128,18 @@ class Node:
         return MemoryFeed()
 
     def _online(self) -> Any:
-        if self.options["memcache"]:
-            raise usage.UsageError("--memcache is not available in this build")
-        return LocalOnline(self.engine)
+        online = OnlineCounter(self.cache, self.reactor, period=self.options["online-period"])
+        self.sources["online"] = online
+        self.cluster_figures = metrics.Figures()
+        self.sources["cluster"] = self.cluster_figures
+        return online
+
+    def refresh_cluster_figures(self) -> None:
+        """Read the cluster-wide online figure for /metrics (it lives in memcached)."""
+        def keep(count: int) -> None:
+            self.cluster_figures.values["online_sessions"] = count
+        self.online.count().addCallback(keep).addErrback(
+            lambda f: log.failure("reading the online figure failed", f))
 
     # -- operations ---------------------------------------------------------------
     def health(self) -> dict[str, Any]:
@@ -131,12 +147,10 @@ class Node:
         report = {"status": "ok" if feed.get("up") else "unavailable",
                   "node": self.options["node-id"], "feed": feed,
                   "sessions": len(self.engine.sessions.sessions)}
-        for name in ("memcache", "redis"):
-            source = self.sources.get(name)
-            report[name] = source.health() if source is not None else {"up": True,
-                                                                        "kind": "memory"
-                                                                        if name == "memcache"
-                                                                        else "none"}
+        report["memcache"] = self.cache.health()
+        redis = self.sources.get("redis")
+        report["redis"] = redis.health() if redis is not None else {"up": False,
+                                                                    "kind": "none"}
         return report
 
     def site(self) -> Site:
@@ -153,10 +167,14 @@ class Node:
 
     def build(self) -> service.MultiService:
         options, reactor = self.options, self.reactor
+        if isinstance(self.cache, MemcacheClient):
+            self.cache.setServiceParent(self.services)
         FeedService(self.feed, self.engine).setServiceParent(self.services)
         strports.service(options["port"], self.site(), reactor=reactor).setServiceParent(
             self.services)
         timer(options["ping-interval"], self.engine.ping, reactor).setServiceParent(self.services)
+        timer(min(10.0, options["online-period"]), self.refresh_cluster_figures,
+              reactor).setServiceParent(self.services)
         if options["demo"]:
             from pushengine.demo import DemoProducer
             producer = DemoProducer(reactor, self.feed)

@@ -1,0 +1,113 @@
+"""Online counters: sessions online, in the whole service and per view key.
+
+Every node adds into the same figures in memcached (or the in-process cache
+when the engine runs without ``--memcache``). A session counts once per
+period while it polls: the node remembers in which period it last counted
+each (session, figure) pair, so polling many times within a period costs
+nothing after the first; the memcached keys are created with ``add`` and
+then incremented (race-safe), so several nodes adding into one figure count
+a session once as long as the session stays on one node (a session that
+moves to another node within a period may count twice in that period).
+
+``period`` uses the shadow/current pair of :class:`VisitorCounter`;
+``slots > 1`` uses :class:`SlotCounter`, a ring of per-period keys whose
+figure is the mean over the last ``slots`` periods (smoother).
+
+Counting never fails the push path: with memcached down or a key evicted,
+``touch`` logs (at most once per period) and goes on, and ``count`` reads
+what is there (0 if nothing).
+
+Keys: ``online:all:{n}`` and ``online:view:{view key}:{n}`` (n = period
+number), each an ASCII decimal; long or unsafe view keys are hashed by the
+cache layer.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from pushengine.memcache.visitors import SlotCounter, VisitorCounter
+
+log = Logger()
+
+_ALL = object()  # the whole-service figure
+
+
+class OnlineCounter:
+    """Count sessions online per period, globally and per view key."""
+
+    def __init__(
+        self,
+        cache: Any,
+        clock: IReactorTime,
+        period: float = 60,
+        slots: int = 1,
+        prefix: str = "online",
+    ) -> None:
+        self.cache = cache
+        self.clock = clock
+        self.period = period
+        self.slots = slots
+        self.prefix = prefix
+        self._period_n: int | None = None
+        self._counted: dict[str, set] = {}  # session → figures counted this period
+        self._errors = 0
+        self._last_error_log: int | None = None
+        self._counter(_ALL)  # checks period and slots now, not on the push path
+
+    def _counter(self, key: Any) -> VisitorCounter | SlotCounter:
+        name = f"{self.prefix}:all" if key is _ALL or key is None else f"{self.prefix}:view:{key}"
+        if self.slots > 1:
+            return SlotCounter(self.cache, self.clock, name, slot=self.period, slots=self.slots)
+        return VisitorCounter(self.cache, self.clock, name, period=self.period)
+
+    def touch(self, session_id: str, view_keys: Iterable[str] = ()) -> Deferred:
+        """Count ``session_id`` online (and in each of ``view_keys``) for this
+        period, if not counted yet. Fires with None; never fails."""
+        n = int(self.clock.seconds() // self.period)
+        if n != self._period_n:
+            self._period_n = n
+            self._counted = {}  # a new period: everyone counts again
+        counted = self._counted.setdefault(session_id, set())
+        todo = [k for k in (_ALL, *view_keys) if k not in counted]
+        if not todo:
+            return succeed(None)
+        counted.update(todo)
+        calls = [self._counter(k).incr() for k in todo]
+        return DeferredList(calls, consumeErrors=True).addCallback(self._logged, n)
+
+    def forget(self, session_id: str) -> None:
+        """The session is gone: drop what this node remembers of it (its
+        count stays in this period's figures, as with any visitor)."""
+        self._counted.pop(session_id, None)
+
+    def _logged(self, results: list, n: int) -> None:
+        failures = [r for ok, r in results if not ok]
+        if failures:
+            self._errors += len(failures)
+            if self._last_error_log != n:  # at most one line per period
+                self._last_error_log = n
+                log.warn(
+                    "online counters not updated ({count} errors so far): {error}",
+                    count=self._errors,
+                    error=failures[0].getErrorMessage(),
+                )
+        return None
+
+    def count(self, key: str | None = None) -> Deferred:
+        """Sessions online in view ``key`` (None: in the whole service).
+        Fires with an int; 0 when nothing can be read."""
+
+        def unreadable(failure: Failure) -> int:
+            log.warn("online count for {key} unreadable: {e}", key=key, e=failure.getErrorMessage())
+            return 0
+
+        return self._counter(_ALL if key is None else key).count().addErrback(unreadable)
+
+    def stats(self) -> dict[str, int]:
+        """Numbers for /metrics."""
+        return {"sessions_counted": len(self._counted), "errors": self._errors}
