@@ -70,12 +70,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--connections", type=int, default=10)
+    p.add_argument("--engine", default="", help="extra engine options, e.g. "
+                   "'--memcache 127.0.0.1:11211'")
     a = p.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (apt-get install wrk)")
     with tempfile.TemporaryDirectory() as workdir:
         port = free_port()
-        proc = start_engine(port, workdir)
+        proc = start_engine(port, workdir, *a.engine.split())
         try:
             sid = rpc(port, "session.create")
             rpc(port, "stream.subscribe_public_live", sid, 50)

@@ -13,6 +13,11 @@ from twisted.internet.defer import Deferred
 from pushengine.changes import Change
 
 
+class FeedUnavailable(Exception):
+    """The feed cannot take changes now (not connected, not confirmed);
+    the caller may retry. Feeds raise subclasses of it."""
+
+
 @runtime_checkable
 class ChangeSink(Protocol):
     """What a feed delivers into (the engine core)."""

@@ -92,7 +92,11 @@ class Node:
             max_sessions=options["max-sessions"], max_subscriptions=options["max-subscriptions"],
             max_queue=options["max-queue"]))
         self.online = self._online()
-        self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online)
+        self.cluster = self._cluster()
+        self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
+                       resume=self.cluster.resume if self.cluster is not None else None)
+        if self.cluster is not None:
+            self.api.hooks.append(self.cluster.hooks)
         self.rpc_errors: dict[int, int] = {}
         self.dispatcher = Dispatcher(self.api.methods(), max_batch=options["max-batch"],
                                      on_error=self._count_error)
@@ -123,8 +127,14 @@ class Node:
         return store
 
     def _feed(self) -> Any:
-        if self.options["amqp"]:
-            raise usage.UsageError("--amqp is not available in this build")
+        options = self.options
+        if options["amqp"]:
+            from pushengine.amqp import AmqpFeed
+            try:
+                return AmqpFeed(self.reactor, options["amqp"], exchange=options["amqp-exchange"],
+                                node_id=options["node-id"], id_fields=self.catalog.id_fields)
+            except ValueError as e:
+                raise usage.UsageError(f"--amqp: {e}") from None
         return MemoryFeed()
 
     def _online(self) -> Any:
@@ -133,6 +143,19 @@ class Node:
         self.cluster_figures = metrics.Figures()
         self.sources["cluster"] = self.cluster_figures
         return online
+
+    def _cluster(self) -> Any:
+        """With ``--redis``: the session registry, its hooks and the resumer."""
+        if not self.options["redis"]:
+            return None
+        from pushengine.cluster import build_redis_cluster
+        try:
+            cluster = build_redis_cluster(self.reactor, self.options["redis"],
+                                          self.options["node-id"], self.engine, self.online)
+        except ValueError as e:
+            raise usage.UsageError(f"--redis: {e}") from None
+        self.sources["redis"] = cluster.registry
+        return cluster
 
     def refresh_cluster_figures(self) -> None:
         """Read the cluster-wide online figure for /metrics (it lives in memcached)."""
@@ -169,6 +192,8 @@ class Node:
         options, reactor = self.options, self.reactor
         if isinstance(self.cache, MemcacheClient):
             self.cache.setServiceParent(self.services)
+        if self.cluster is not None:
+            self.cluster.registry.setServiceParent(self.services)
         FeedService(self.feed, self.engine).setServiceParent(self.services)
         strports.service(options["port"], self.site(), reactor=reactor).setServiceParent(
             self.services)

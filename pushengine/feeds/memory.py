@@ -6,10 +6,10 @@ from typing import Any, Sequence
 from twisted.internet.defer import Deferred, fail, succeed
 
 from pushengine.changes import Change
-from pushengine.interfaces import ChangeSink
+from pushengine.interfaces import ChangeSink, FeedUnavailable
 
 
-class FeedNotStarted(RuntimeError):
+class FeedNotStarted(FeedUnavailable):
     pass
 
 

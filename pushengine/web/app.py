@@ -22,6 +22,7 @@ from werkzeug.routing import RequestRedirect
 
 from pushengine import metrics
 from pushengine.auth import ApiKeys
+from pushengine.interfaces import FeedUnavailable
 from pushengine.changes import MalformedChange, changes_from_json
 from pushengine.rpc import Dispatcher
 from pushengine.web.static import StaticFiles, static_root
@@ -183,8 +184,13 @@ class WebApp:
             return _json(request, 200, {"accepted": count})
 
         def failed(f) -> bytes:
-            log.failure("publishing {n} changes failed", f, n=len(changes))
-            return _json(request, 503, {"error": "the change feed is not available"})
+            if f.check(FeedUnavailable):
+                log.warn("publishing {n} changes refused: {why}", n=len(changes),
+                         why=f.getErrorMessage())
+            else:
+                log.failure("publishing {n} changes failed", f, n=len(changes))
+            request.setHeader(b"retry-after", b"1")
+            return _json(request, 503, {"error": "the change feed is not available; retry"})
         return d.addCallbacks(published, failed)
 
     # -- operations --------------------------------------------------------------

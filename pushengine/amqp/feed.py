@@ -1,0 +1,491 @@
+"""``AmqpFeed``: the change feed over a RabbitMQ fanout exchange."""
+from __future__ import annotations
+
+import socket
+from typing import Any, Callable, Mapping, Sequence
+
+from twisted.application.internet import ClientService, backoffPolicy
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, fail, inlineCallbacks, succeed
+from twisted.internet.endpoints import HostnameEndpoint
+from twisted.logger import Logger, globalLogPublisher
+from twisted.python.failure import Failure
+from txamqp.client import ChannelClosed
+from txamqp.queue import Closed as QueueClosed
+
+from pushengine.amqp.connection import (
+    NOT_FOUND, PRECONDITION_FAILED, FeedClient, HandshakeEndpoint,
+    ReadyClientFactory, describe, reply_code)
+from pushengine.amqp.publisher import (
+    TIMESTAMP_MS_HEADER, ConfirmPublisher, NotConnected, message_properties)
+from pushengine.amqp.url import AmqpUrl, parse_amqp_url
+from pushengine.changes import Change, decode_changes, encode_changes
+
+log = Logger()
+
+DEFAULT_EXCHANGE = "pushengine.changes"
+QUEUE_PREFIX = "pushengine.node."
+DEFAULT_PREFETCH = 500
+DEFAULT_QUEUE_TTL = 3600.0
+
+STOPPED = "stopped"
+CONNECTING = "connecting"
+CONNECTED = "connected"
+RECONNECTING = "reconnecting"
+
+
+def default_retry_policy() -> Callable[[int], float]:
+    """Capped exponential back-off with jitter: about 1.5, 2.3, 3.4... s,
+    at most 30 s, plus up to 1 s of random jitter so that many nodes do not
+    reconnect in step after a broker restart."""
+    return backoffPolicy(initialDelay=1.0, maxDelay=30.0, factor=1.5)
+
+
+def _without_retry_chatter(event: dict) -> None:
+    # ClientService logs every scheduled retry; the feed logs state changes.
+    if str(event.get("log_format", "")).startswith("Scheduling retry"):
+        return
+    globalLogPublisher(event)
+
+
+class _QuietClientService(ClientService):
+    """A ClientService that does not log each retry (the feed logs changes
+    of state instead)."""
+
+    _log = Logger(observer=_without_retry_chatter)
+
+
+class AmqpFeed:
+    """The change feed over RabbitMQ: consumes and publishes change messages.
+
+    Wiring: call ``start(sink)`` and ``stop()`` (the application's own
+    service does, or ``as_service(sink)`` gives an IService for a
+    MultiService).  ``feed.service`` is the ``ClientService`` holding the
+    connection; it is started and stopped by ``start``/``stop`` and must
+    not be added to a MultiService as well.
+
+    Layout: a durable fanout ``exchange``; per node a durable queue
+    ``pushengine.node.<node_id>`` bound to it, neither exclusive nor
+    auto-delete, with ``x-expires`` = ``queue_ttl`` so that changes wait
+    there while the node is disconnected or restarting (even across a broker
+    restart) and the queue of a node gone for good disappears.  One
+    consumer per queue (``exclusive``: a second process with the same node
+    id is refused and keeps retrying, loudly).  Manual acks, ``prefetch``
+    messages in flight; a message is acked once its changes were handed to
+    the sink, malformed or not.
+
+    Reconnection: ``ClientService`` with capped exponential back-off and
+    jitter; a failed log-in or declaration counts as a failed attempt.  When
+    a reconnection finds the node's queue gone (expired, deleted, broker
+    data lost), changes were missed: ``sink.feed_gap()`` is called before
+    consuming again (never on the first connection of the process).
+
+    ``node_id`` must be stable across restarts of a node and unique among
+    nodes; it defaults to the host name.  Time comes from ``reactor``.
+    """
+
+    def __init__(self, reactor, url: str | AmqpUrl, exchange: str = DEFAULT_EXCHANGE,
+                 node_id: str | None = None,
+                 id_fields: Mapping[str, str] | None = None,
+                 heartbeat: int = 10, prefetch: int = DEFAULT_PREFETCH,
+                 queue_ttl: float = DEFAULT_QUEUE_TTL,
+                 retry_policy: Callable[[int], float] | None = None,
+                 connect_timeout: float = 10.0, handshake_timeout: float = 30.0):
+        if prefetch < 1:
+            raise ValueError("prefetch must be at least 1")
+        if queue_ttl <= 0:
+            raise ValueError("queue_ttl must be positive")
+        self.reactor = reactor
+        self.url = parse_amqp_url(url) if isinstance(url, str) else url
+        self.exchange = exchange
+        self.node_id = node_id or socket.gethostname()
+        self.queue = QUEUE_PREFIX + self.node_id
+        self.id_fields = dict(id_fields) if id_fields else None
+        self.heartbeat = heartbeat
+        self.prefetch = prefetch
+        self.queue_ttl = queue_ttl
+        self.retry_policy = retry_policy or default_retry_policy()
+        self.consumer_tag = f"pushengine.{self.node_id}"
+        self._ack_every = max(1, prefetch // 4)
+
+        self._sink = None
+        self._state = STOPPED
+        self._stopping = False
+        self._session: _Session | None = None
+        self._consumed_before = False
+        self._gap_pending = False
+        self._failed_attempts = 0
+        self._last_failure_text: str | None = None
+
+        self.messages_received = 0
+        self.changes_applied = 0
+        self.malformed_messages = 0
+        self.malformed_changes = 0
+        self.sink_errors = 0
+        self.reconnects = 0
+        self.connect_failures = 0
+        self.gaps = 0
+        self.changes_published = 0
+        self.feed_lag: float | None = None
+
+        tcp = HostnameEndpoint(reactor, self.url.host, self.url.port,
+                               timeout=connect_timeout)
+        ready_factory = ReadyClientFactory()
+        endpoint = HandshakeEndpoint(
+            tcp, self._build_client, self._handshake, ready_factory, reactor,
+            handshake_timeout=handshake_timeout, on_failure=self._attempt_failed)
+        self.service = _QuietClientService(
+            endpoint, ready_factory, retryPolicy=self.retry_policy, clock=reactor)
+
+    # ChangeFeed
+
+    def start(self, sink) -> None:
+        """Connect (retrying until it works) and deliver changes to ``sink``."""
+        self._sink = sink
+        if self.service.running:
+            return
+        self._stopping = False
+        self._set_state(CONNECTING)
+        log.info("AMQP feed: connecting to {url} (exchange {exchange}, queue {queue})",
+                 url=str(self.url), exchange=self.exchange, queue=self.queue)
+        self.service.startService()
+
+    def stop(self) -> Deferred:
+        """Close the connection politely and stop retrying; fires when done."""
+        if not self.service.running:
+            return succeed(None)
+        self._stopping = True
+        session = self._session
+        closing = succeed(None)
+        if session is not None:
+            closing = session.client.close(within=2)
+            closing.addErrback(lambda f: log.failure("AMQP feed: error while closing", f))
+        closing.addCallback(lambda _: self.service.stopService())
+
+        def stopped(_):
+            self._set_state(STOPPED)
+            log.info("AMQP feed: stopped")
+
+        closing.addCallback(stopped)
+        closing.addErrback(lambda f: log.failure("AMQP feed: error while stopping", f))
+        return closing
+
+    def publish(self, changes: Sequence[Change]) -> Deferred:
+        """Publish ``changes`` as one message; fire with their number once the
+        broker confirmed it, or fail with NotConnected/PublishFailed."""
+        changes = list(changes)
+        if not changes:
+            return succeed(0)
+        session = self._session
+        if session is None:
+            return fail(NotConnected(
+                f"the AMQP feed is {self._state}, not connected to {self.url}"))
+        confirmed = session.publisher.publish(
+            encode_changes(changes), message_properties(self.reactor.seconds()))
+
+        def done(_):
+            self.changes_published += len(changes)
+            return len(changes)
+
+        return confirmed.addCallback(done)
+
+    def health(self) -> dict[str, Any]:
+        """State for /health: ``up`` while connected and consuming."""
+        return {
+            "up": self._state == CONNECTED,
+            "state": self._state,
+            "broker": str(self.url),
+            "exchange": self.exchange,
+            "node_id": self.node_id,
+            "queue": self.queue,
+        }
+
+    def stats(self) -> dict[str, float]:
+        """Counters for /metrics (all numbers)."""
+        stats = {
+            "messages_received": self.messages_received,
+            "changes_applied": self.changes_applied,
+            "malformed_messages": self.malformed_messages,
+            "malformed_changes": self.malformed_changes,
+            "sink_errors": self.sink_errors,
+            "reconnects": self.reconnects,
+            "connect_failures": self.connect_failures,
+            "gaps": self.gaps,
+            "changes_published": self.changes_published,
+            "connected": 1 if self._state == CONNECTED else 0,
+        }
+        if self.feed_lag is not None:
+            stats["feed_lag_seconds"] = self.feed_lag
+        return stats
+
+    def as_service(self, sink) -> Service:
+        """An IService that runs this feed into ``sink`` (for a MultiService)."""
+        return _FeedService(self, sink)
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def client(self) -> FeedClient | None:
+        """The txamqp client of the current connection, if connected."""
+        return self._session.client if self._session is not None else None
+
+    # Connecting
+
+    def _set_state(self, state: str) -> None:
+        self._state = state
+
+    def _build_client(self) -> FeedClient:
+        return FeedClient(self.url.vhost, heartbeat=self.heartbeat, clock=self.reactor,
+                          connection_name=f"pushengine node {self.node_id}")
+
+    @inlineCallbacks
+    def _handshake(self, client: FeedClient):
+        """Log in, declare the exchange and our queue, start consuming."""
+        yield client.authenticate(self.url.username, self.url.password)
+        channel = yield client.open_channel()
+        yield channel.exchange_declare(exchange=self.exchange, type="fanout",
+                                       durable=True)
+        channel, existed = yield self._declare_queue(client, channel)
+        if not existed and self._consumed_before:
+            self._gap_pending = True
+        yield channel.queue_bind(queue=self.queue, exchange=self.exchange,
+                                 routing_key="")
+        yield channel.basic_qos(prefetch_count=self.prefetch)
+        publisher = yield ConfirmPublisher.open(client, self.exchange)
+        reply = yield channel.basic_consume(queue=self.queue,
+                                            consumer_tag=self.consumer_tag,
+                                            exclusive=True)
+        messages = yield client.queue(reply.consumer_tag)
+        session = _Session(self, client, channel, publisher, messages, self._ack_every)
+        client.listener = session
+        self._connected(session)
+
+    @inlineCallbacks
+    def _declare_queue(self, client: FeedClient, channel):
+        """Declare our queue; tell whether it existed already.
+
+        A queue that exists with other arguments (another ``queue_ttl``) is
+        used as it is, with a warning: refusing it would stop the node until
+        someone deletes the queue and its waiting changes.
+        """
+        try:
+            yield channel.queue_declare(queue=self.queue, passive=True)
+            existed = True
+        except ChannelClosed as e:
+            if reply_code(e) != NOT_FOUND:
+                raise
+            existed = False
+            channel = yield client.open_channel()
+        try:
+            yield channel.queue_declare(
+                queue=self.queue, durable=True,
+                arguments={"x-expires": int(self.queue_ttl * 1000)})
+        except ChannelClosed as e:
+            if not existed or reply_code(e) != PRECONDITION_FAILED:
+                raise
+            log.warn("AMQP feed: queue {queue} exists with other settings, using it "
+                     "as it is ({reason})", queue=self.queue, reason=describe(e))
+            channel = yield client.open_channel()
+        return channel, existed
+
+    def _connected(self, session: _Session) -> None:
+        self._session = session
+        failed, self._failed_attempts = self._failed_attempts, 0
+        self._last_failure_text = None
+        if self._consumed_before:
+            self.reconnects += 1
+        self._consumed_before = True
+        self._set_state(CONNECTED)
+        log.info("AMQP feed: connected to {url}, consuming {queue}{after}",
+                 url=str(self.url), queue=self.queue,
+                 after=f" (after {failed} failed attempts)" if failed else "")
+        session.client.disconnected.wait().addCallback(
+            lambda _: self._disconnected(session)).addErrback(
+            lambda f: log.failure("AMQP feed: disconnect handling failed", f))
+        if self._gap_pending:
+            self._gap_pending = False
+            self.gaps += 1
+            log.warn("AMQP feed: queue {queue} had disappeared: changes may have "
+                     "been missed, resetting views", queue=self.queue)
+            try:
+                self._sink.feed_gap()
+            except Exception:
+                self.sink_errors += 1
+                log.failure("AMQP feed: the sink failed on feed_gap")
+        self._consume(session).addErrback(
+            lambda f: log.failure("AMQP feed: the consumer stopped on an error", f))
+
+    def _attempt_failed(self, failure: Failure) -> None:
+        """A connection attempt failed: log the first failure (and any change
+        of reason), not every retry."""
+        self._failed_attempts += 1
+        self.connect_failures += 1
+        if self._stopping:
+            return
+        text = describe(failure)
+        if text != self._last_failure_text:
+            self._last_failure_text = text
+            log.warn("AMQP feed: cannot connect to {url}: {reason}; retrying with back-off",
+                     url=str(self.url), reason=text)
+
+    def _disconnected(self, session: _Session) -> None:
+        if self._session is session:
+            self._session = None
+        session.publisher.fail_all("the connection was lost before the broker confirmed")
+        if self._stopping:
+            return
+        self._set_state(RECONNECTING)
+        if not session.dropped:  # else _drop said why already
+            log.warn("AMQP feed: lost the connection to {url}: {reason}; reconnecting",
+                     url=str(self.url), reason=session.client.loss_reason())
+
+    def _drop(self, session: _Session, why: str) -> None:
+        """Close a connection that is no longer usable; ClientService reconnects."""
+        if session.dropped:
+            return
+        session.dropped = True
+        log.warn("AMQP feed: {why}; reconnecting", why=why)
+        session.client.close(within=2).addErrback(
+            lambda f: log.failure("AMQP feed: error while closing", f))
+
+    # Consuming
+
+    @inlineCallbacks
+    def _consume(self, session: _Session):
+        """Take messages until the connection closes (the queue then fails
+        with ``txamqp.queue.Closed``)."""
+        messages = session.messages
+        while True:
+            try:
+                message = yield messages.get()
+            except QueueClosed:
+                return
+            try:
+                self.handle_message(message)
+            except Exception:
+                log.failure("AMQP feed: unexpected error on a message")
+            session.processed(message.delivery_tag)
+
+    def handle_message(self, message) -> None:
+        """Decode one delivered message and hand its good changes to the sink.
+
+        Malformed messages and changes are logged (one line per message)
+        and counted; a failing sink is logged and counted.  Never raises for
+        either: the message is acked and the feed goes on.
+        """
+        self.messages_received += 1
+        content = message.content
+        changes, errors = decode_changes(content.body, self.id_fields)
+        if errors:
+            self.malformed_messages += 1
+            self.malformed_changes += len(errors)
+            log.warn("AMQP feed: dropped {count} malformed change(s) of message "
+                     "{tag}{kept}: {errors}", count=len(errors),
+                     tag=message.delivery_tag,
+                     kept=f" (kept {len(changes)})" if changes else "",
+                     errors="; ".join(errors[:3]) + ("; ..." if len(errors) > 3 else ""))
+        if changes:
+            try:
+                self._sink.apply_changes(changes)
+            except Exception:
+                self.sink_errors += 1
+                log.failure("AMQP feed: the sink failed on message {tag}",
+                            tag=message.delivery_tag)
+            else:
+                self.changes_applied += len(changes)
+        sent_at = message_time(content.properties)
+        if sent_at is not None:
+            self.feed_lag = max(0.0, self.reactor.seconds() - sent_at)
+
+
+def message_time(properties: Mapping[str, Any]) -> float | None:
+    """When a message was published (POSIX seconds), if it says: the
+    ``timestamp_ms`` header, else the ``timestamp`` property."""
+    headers = properties.get("headers")
+    if isinstance(headers, dict):
+        ms = headers.get(TIMESTAMP_MS_HEADER)
+        if isinstance(ms, str) and ms.isdigit():
+            ms = int(ms)
+        if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0:
+            return ms / 1000.0
+    ts = properties.get("timestamp")
+    if isinstance(ts, int) and ts > 0:
+        return float(ts)
+    return None
+
+
+class _Session:
+    """One connection that is up: its channels, consumer and publisher."""
+
+    def __init__(self, feed: AmqpFeed, client: FeedClient, channel, publisher: ConfirmPublisher,
+                 messages, ack_every: int):
+        self.feed = feed
+        self.client = client
+        self.channel = channel
+        self.publisher = publisher
+        self.messages = messages
+        self.ack_every = ack_every
+        self._unacked = 0
+        self._last_tag = 0
+        self._ack_call = None
+        self.dropped = False
+
+    def processed(self, delivery_tag: int) -> None:
+        """Ack up to ``delivery_tag`` (``multiple``): at once every
+        ``ack_every`` messages, else at the end of this reactor turn, so one
+        ack covers all the messages that arrived together and none waits
+        longer than that."""
+        self._unacked += 1
+        self._last_tag = delivery_tag
+        if self._unacked >= self.ack_every:
+            self.flush_acks()
+        elif self._ack_call is None:
+            self._ack_call = self.feed.reactor.callLater(0, self.flush_acks)
+
+    def flush_acks(self) -> None:
+        if self._ack_call is not None:
+            if self._ack_call.active():
+                self._ack_call.cancel()
+            self._ack_call = None
+        if not self._unacked or self.channel.closed:
+            return
+        self._unacked = 0
+        acked = self.channel.basic_ack(delivery_tag=self._last_tag, multiple=True)
+        acked.addErrback(self._ack_failed)
+
+    def _ack_failed(self, failure: Failure) -> None:
+        # The channel or connection is gone; the broker redelivers the
+        # unacked messages to the next consumer (a repeated upsert is harmless).
+        log.info("AMQP feed: could not ack ({reason})", reason=describe(failure))
+
+    # FeedClient listener
+
+    def confirmed(self, channel, delivery_tag: int, multiple: bool, ack: bool) -> None:
+        if channel is self.publisher.channel:
+            self.publisher.confirmed(delivery_tag, multiple, ack)
+
+    def consumer_cancelled(self, channel, consumer_tag: str) -> None:
+        self.feed._drop(self, f"the broker cancelled consumer {consumer_tag} "
+                              f"(queue {self.feed.queue} deleted?)")
+
+    def channel_failed(self, channel, reason: Failure) -> None:
+        self.publisher.fail_all(f"the broker closed a channel: {describe(reason)}")
+        self.feed._drop(self, f"the broker closed channel {channel.id}: {describe(reason)}")
+
+
+class _FeedService(Service):
+    """Runs an AmqpFeed into a sink as a twisted.application service."""
+
+    def __init__(self, feed: AmqpFeed, sink):
+        self.feed = feed
+        self.sink = sink
+
+    def startService(self):
+        super().startService()
+        self.feed.start(self.sink)
+
+    def stopService(self):
+        super().stopService()
+        return self.feed.stop()

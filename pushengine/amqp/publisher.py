@@ -1,0 +1,183 @@
+"""Publishing change messages with publisher confirms.
+
+A ``ConfirmPublisher`` owns one channel in confirm mode (``confirm.select``):
+the broker numbers the messages published on it 1, 2, 3... and answers each
+with ``basic.ack`` (it has the message: routed to every bound queue, and
+written to disk for durable queues) or ``basic.nack``, possibly for several
+at once (``multiple``).  ``publish`` returns a Deferred that fires on that
+answer, so "published" means "the broker has it".
+
+``connect_publisher`` opens a one-off connection for publishing only (the
+``pushengine-publish`` command): no queue, no retry.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from twisted.internet.defer import Deferred, DeferredList, fail, inlineCallbacks
+from twisted.internet.endpoints import HostnameEndpoint
+from twisted.internet.protocol import Factory
+from twisted.python.failure import Failure
+from txamqp.content import Content
+
+from pushengine.amqp.connection import FeedClient, describe
+from pushengine.amqp.url import AmqpUrl, parse_amqp_url
+from pushengine.interfaces import FeedUnavailable
+
+CONTENT_TYPE = "application/json"
+PERSISTENT = 2
+TIMESTAMP_MS_HEADER = "timestamp_ms"
+
+
+class NotConnected(FeedUnavailable):
+    """There is no connection to the broker at the moment."""
+
+
+class PublishFailed(FeedUnavailable):
+    """The broker did not confirm a message: it refused it (``basic.nack``)
+    or the connection was lost before its answer."""
+
+
+def message_properties(now: float) -> dict[str, Any]:
+    """Properties of a change message published at ``now`` (POSIX seconds).
+
+    ``timestamp`` is the AMQP property (whole seconds); the ``timestamp_ms``
+    header carries milliseconds so that the feed lag can be measured below
+    one second.  It is a decimal string, not a 64-bit integer: consumers
+    with a minimal field-table decoder (stock txamqp knows strings, 32-bit
+    integers, tables and booleans only) must be able to read our messages.
+    """
+    return {
+        "content-type": CONTENT_TYPE,
+        "delivery-mode": PERSISTENT,
+        "timestamp": int(now),
+        "headers": {TIMESTAMP_MS_HEADER: str(int(now * 1000))},
+    }
+
+
+class ConfirmPublisher:
+    """Publishes to one exchange on a channel in confirm mode."""
+
+    def __init__(self, channel, exchange: str):
+        self.channel = channel
+        self.exchange = exchange
+        self._next_tag = 1
+        self._pending: dict[int, Deferred] = {}
+
+    @classmethod
+    @inlineCallbacks
+    def open(cls, client: FeedClient, exchange: str):
+        """Open a channel on ``client``, switch it to confirm mode."""
+        channel = yield client.open_channel()
+        yield channel.confirm_select()
+        return cls(channel, exchange)
+
+    @property
+    def unconfirmed(self) -> int:
+        return len(self._pending)
+
+    def publish(self, body: bytes, properties: dict[str, Any]) -> Deferred:
+        """Publish ``body``; fire with None once the broker confirmed it."""
+        if self.channel.closed:
+            return fail(NotConnected("the publishing channel is closed"))
+        tag = self._next_tag
+        self._next_tag += 1
+        confirmed: Deferred = Deferred()
+        self._pending[tag] = confirmed
+        sent = self.channel.basic_publish(
+            exchange=self.exchange, routing_key="",
+            content=Content(body, properties=dict(properties)))
+        sent.addErrback(self._send_failed, tag)
+        return confirmed
+
+    def _send_failed(self, failure: Failure, tag: int) -> None:
+        confirmed = self._pending.pop(tag, None)
+        if confirmed is not None:
+            confirmed.errback(PublishFailed(
+                f"the message could not be sent: {describe(failure)}"))
+
+    def confirmed(self, delivery_tag: int, multiple: bool, ack: bool) -> None:
+        """The broker's ``basic.ack``/``basic.nack`` for ``delivery_tag``."""
+        if multiple:
+            tags = [t for t in self._pending if t <= delivery_tag]
+        else:
+            tags = [delivery_tag] if delivery_tag in self._pending else []
+        for tag in tags:
+            d = self._pending.pop(tag)
+            if ack:
+                d.callback(None)
+            else:
+                d.errback(PublishFailed("the broker refused the message (basic.nack)"))
+
+    def fail_all(self, reason: str) -> None:
+        """The channel or connection is gone: fail every unconfirmed publish."""
+        pending, self._pending = self._pending, {}
+        for d in pending.values():
+            d.errback(PublishFailed(reason))
+
+
+class OneShotPublisher:
+    """A connection used only to publish (the command-line tool)."""
+
+    def __init__(self, client: FeedClient, publisher: ConfirmPublisher, clock):
+        self.client = client
+        self.publisher = publisher
+        self.clock = clock
+        client.listener = self
+
+    def publish(self, body: bytes) -> Deferred:
+        return self.publisher.publish(body, message_properties(self.clock.seconds()))
+
+    # FeedClient listener
+    def confirmed(self, channel, delivery_tag, multiple, ack):
+        if channel is self.publisher.channel:
+            self.publisher.confirmed(delivery_tag, multiple, ack)
+
+    def consumer_cancelled(self, channel, consumer_tag):
+        pass
+
+    def channel_failed(self, channel, reason):
+        self.publisher.fail_all(f"the broker closed the channel: {describe(reason)}")
+
+    def close(self) -> Deferred:
+        """Close the AMQP connection politely (waits at most 2 s)."""
+        return self.client.close(within=2)
+
+
+@inlineCallbacks
+def connect_publisher(reactor, url: str | AmqpUrl, exchange: str,
+                      timeout: float = 10.0):
+    """Connect to ``url``, declare the fanout ``exchange``, return a
+    ``OneShotPublisher``.  Fails (no retry) when the broker cannot be
+    reached or refuses us."""
+    target = parse_amqp_url(url) if isinstance(url, str) else url
+    client = FeedClient(target.vhost, heartbeat=0, clock=reactor,
+                        connection_name="pushengine-publish")
+    endpoint = HostnameEndpoint(reactor, target.host, target.port, timeout=timeout)
+    factory = Factory.forProtocol(lambda: client)
+    factory.noisy = False
+    yield endpoint.connect(factory)
+    try:
+        setup = _setup_publisher(client, target, exchange)
+        setup.addTimeout(timeout, reactor)
+        publisher = yield setup
+    except BaseException:
+        client.transport.abortConnection()
+        raise
+    return OneShotPublisher(client, publisher, reactor)
+
+
+@inlineCallbacks
+def _setup_publisher(client: FeedClient, target: AmqpUrl, exchange: str):
+    yield client.authenticate(target.username, target.password)
+    channel = yield client.open_channel()
+    yield channel.exchange_declare(exchange=exchange, type="fanout", durable=True)
+    publisher = yield ConfirmPublisher.open(client, exchange)
+    return publisher
+
+
+def publish_all(publisher: OneShotPublisher, bodies: Iterable[bytes]) -> Deferred:
+    """Publish every body; fire with one ``(confirmed, result)`` pair per
+    message, in order (``result`` is the Failure when not confirmed)."""
+    return DeferredList([publisher.publish(body) for body in bodies],
+                        consumeErrors=True)

@@ -1,0 +1,249 @@
+"""AmqpFeed without a broker: message handling, stats, back-off wiring."""
+import pytest
+from twisted.internet.error import ConnectionRefusedError
+from twisted.internet.testing import MemoryReactorClock
+from twisted.logger import globalLogPublisher
+from twisted.python.failure import Failure
+
+from pushengine.amqp import AmqpFeed, NotConnected
+from pushengine.amqp.feed import _Session, message_time
+from pushengine.amqp.publisher import message_properties
+from pushengine.changes import Change
+from pushengine.interfaces import ChangeFeed
+
+from tests.amqp.conftest import RecordingSink
+
+
+class FakeContent:
+    def __init__(self, body, properties=None):
+        self.body = body
+        self.properties = properties or {}
+
+
+class FakeMessage:
+    def __init__(self, body, tag=1, properties=None):
+        self.content = FakeContent(body, properties)
+        self.delivery_tag = tag
+
+
+@pytest.fixture
+def logged():
+    events = []
+    globalLogPublisher.addObserver(events.append)
+    yield events
+    globalLogPublisher.removeObserver(events.append)
+
+
+def texts(events, level=None):
+    from twisted.logger import formatEvent
+
+    return [formatEvent(e) for e in events
+            if e.get("log_namespace", "").startswith("pushengine.amqp")
+            and (level is None or e["log_level"].name == level)]
+
+
+def feed_with_sink(clock=None):
+    feed = AmqpFeed(clock or MemoryReactorClock(), "amqp://guest:guest@127.0.0.1:1/",
+                    node_id="n1")
+    sink = RecordingSink()
+    feed._sink = sink
+    return feed, sink
+
+
+def test_satisfies_the_changefeed_protocol():
+    feed, _ = feed_with_sink()
+    assert isinstance(feed, ChangeFeed)
+    assert feed.queue == "pushengine.node.n1"
+
+
+def test_one_change_str_or_bytes_body():
+    feed, sink = feed_with_sink()
+    feed.handle_message(FakeMessage('{"type":"Stream","action":"insert","obj":{"id":1}}'))
+    feed.handle_message(FakeMessage(b'{"type":"Stream","action":"delete","obj":{"id":2}}'))
+    assert [(c.id, c.action) for c in sink.changes] == [(1, "upsert"), (2, "delete")]
+    assert feed.stats()["changes_applied"] == 2
+
+
+def test_batch_in_order_as_one_call():
+    feed, sink = feed_with_sink()
+    body = "[" + ",".join(
+        f'{{"type":"Stream","action":"upsert","obj":{{"id":{i}}}}}' for i in range(5)) + "]"
+    feed.handle_message(FakeMessage(body))
+    assert [[c.id for c in b] for b in sink.batches] == [[0, 1, 2, 3, 4]]
+
+
+@pytest.mark.parametrize("body", [
+    b"not json", b"\xff\xfe{}", b'{"action":"upsert","obj":{"id":1}}',
+    b'{"type":"Stream","action":"upsert","obj":{}}',
+    b'{"type":"Stream","action":"frobnicate","obj":{"id":1}}',
+    b'{"type":7,"action":"upsert","obj":{"id":1}}',
+    b'{"type":"Stream","action":"upsert","obj":[1]}',
+    b'{"type":"Stream","action":"upsert","obj":{"id":true}}',
+    b"[1, 2]", b"null",
+])
+def test_malformed_messages_are_counted_logged_once_without_traceback(body, logged):
+    feed, sink = feed_with_sink()
+    feed.handle_message(FakeMessage(body, tag=9))
+    stats = feed.stats()
+    assert stats["malformed_messages"] == 1 and stats["messages_received"] == 1
+    assert sink.changes == []
+    warnings = texts(logged, "warn")
+    assert len(warnings) == 1 and "message 9" in warnings[0]
+    assert not any(e.get("log_failure") for e in logged)
+
+
+def test_good_changes_of_a_partly_bad_batch_are_applied():
+    feed, sink = feed_with_sink()
+    feed.handle_message(FakeMessage(
+        b'[{"type":"S","action":"upsert","obj":{"id":1}}, {"type":"S"},'
+        b' {"type":"S","action":"delete","obj":{"id":3}}]'))
+    assert sink.ids == [1, 3]
+    stats = feed.stats()
+    assert stats["malformed_messages"] == 1 and stats["malformed_changes"] == 1
+    assert stats["changes_applied"] == 2
+
+
+def test_a_failing_sink_is_counted_and_the_feed_goes_on(logged):
+    feed, sink = feed_with_sink()
+    sink.fail_on = {1}
+    feed.handle_message(FakeMessage(b'{"type":"S","action":"upsert","obj":{"id":1}}'))
+    feed.handle_message(FakeMessage(b'{"type":"S","action":"upsert","obj":{"id":2}}'))
+    assert sink.ids == [2]
+    assert feed.stats()["sink_errors"] == 1
+    assert any("sink failed" in t for t in texts(logged))
+
+
+def test_feed_lag_from_the_message_time():
+    clock = MemoryReactorClock()
+    clock.advance(1_700_000_010.5)
+    feed, _ = feed_with_sink(clock)
+    assert "feed_lag_seconds" not in feed.stats()
+    feed.handle_message(FakeMessage(b"[]", properties=message_properties(1_700_000_010.25)))
+    assert feed.stats()["feed_lag_seconds"] == pytest.approx(0.25)
+    feed.handle_message(FakeMessage(b"[]", properties={"timestamp": 1_700_000_000}))
+    assert feed.stats()["feed_lag_seconds"] == pytest.approx(10.5)
+
+
+def test_message_time_prefers_milliseconds():
+    assert message_time({"timestamp": 5, "headers": {"timestamp_ms": "5250"}}) == 5.25
+    assert message_time({"timestamp": 5, "headers": {"timestamp_ms": 5250}}) == 5.25
+    assert message_time({"headers": {"timestamp_ms": "soon"}}) is None
+    assert message_time({}) is None
+
+
+def test_health_and_stats_while_stopped():
+    feed, _ = feed_with_sink()
+    assert feed.health() == {
+        "up": False, "state": "stopped", "broker": "amqp://guest@127.0.0.1:1/",
+        "exchange": "pushengine.changes", "node_id": "n1", "queue": "pushengine.node.n1"}
+    stats = feed.stats()
+    assert stats["connected"] == 0 and stats["reconnects"] == 0
+    assert all(isinstance(v, (int, float)) for v in stats.values())
+
+
+def test_publish_when_not_connected_fails_clearly():
+    feed, _ = feed_with_sink()
+    errors = []
+    feed.publish([Change("S", "upsert", 1, {"id": 1})]).addErrback(errors.append)
+    assert errors[0].check(NotConnected)
+    assert "not connected" in str(errors[0].value)
+    results = []
+    feed.publish([]).addCallback(results.append)
+    assert results == [0]
+
+
+def test_retries_follow_the_policy_and_are_logged_once(logged):
+    reactor = MemoryReactorClock()
+    attempts = []
+
+    def policy(attempt):
+        attempts.append(attempt)
+        return 2.0
+
+    feed = AmqpFeed(reactor, "amqp://guest:guest@127.0.0.1:5672/", node_id="n",
+                    retry_policy=policy)
+    feed.start(RecordingSink())
+    for expected in range(1, 4):
+        host, port, factory, timeout, bind = reactor.tcpClients[-1]
+        assert (host, port) == ("127.0.0.1", 5672)
+        factory.clientConnectionFailed(reactor.connectors[-1],
+                                       Failure(ConnectionRefusedError()))
+        reactor.advance(0.3)  # HostnameEndpoint gives up on its only address
+        assert attempts == list(range(1, expected + 1))
+        reactor.advance(1.9)
+        assert len(reactor.tcpClients) == expected  # still waiting
+        reactor.advance(0.2)
+        assert len(reactor.tcpClients) == expected + 1  # retried
+    assert feed.health()["state"] == "connecting"
+    warnings = texts(logged, "warn")
+    assert len(warnings) == 1 and "cannot connect" in warnings[0]
+    assert not any("Scheduling retry" in str(e.get("log_format")) for e in logged)
+    feed.stop()
+    assert feed.health()["state"] == "stopped"
+
+
+def test_default_retry_policy_is_capped_exponential_with_jitter():
+    from pushengine.amqp.feed import default_retry_policy
+
+    policy = default_retry_policy()
+    delays = [policy(n) for n in range(1, 30)]
+    assert 1.5 <= delays[0] <= 2.5
+    assert all(d <= 31.0 for d in delays) and delays[-1] >= 30.0
+    assert len({round(policy(5), 6) for _ in range(20)}) > 1  # jitter
+
+
+class FakeChannel:
+    closed = False
+
+    def __init__(self):
+        self.acks = []
+
+    def basic_ack(self, delivery_tag, multiple):
+        from twisted.internet.defer import succeed
+
+        self.acks.append((delivery_tag, multiple))
+        return succeed(None)
+
+
+class FakeQueue:
+    pending = []
+
+
+def test_acks_are_coalesced_per_reactor_turn():
+    clock = MemoryReactorClock()
+    feed = AmqpFeed(clock, "amqp://h/", node_id="n", prefetch=8)
+    channel = FakeChannel()
+    session = _Session(feed, None, channel, None, FakeQueue(), ack_every=2 * 1)
+    session.processed(1)
+    assert channel.acks == []
+    clock.advance(0)
+    assert channel.acks == [(1, True)]
+    for tag in (2, 3, 4):
+        session.processed(tag)
+    assert channel.acks == [(1, True), (3, True)]  # ack_every reached at 3
+    clock.advance(0)
+    assert channel.acks == [(1, True), (3, True), (4, True)]
+    clock.advance(0)
+    assert len(channel.acks) == 3
+
+
+def test_argument_checks():
+    with pytest.raises(ValueError):
+        AmqpFeed(MemoryReactorClock(), "amqp://h/", prefetch=0)
+    with pytest.raises(ValueError):
+        AmqpFeed(MemoryReactorClock(), "http://h/")
+
+
+def test_as_service_starts_and_stops_the_feed():
+    from twisted.application.service import MultiService
+
+    reactor = MemoryReactorClock()
+    feed = AmqpFeed(reactor, "amqp://h/", node_id="n")
+    parent = MultiService()
+    feed.as_service(RecordingSink()).setServiceParent(parent)
+    parent.startService()
+    assert feed.service.running and feed.health()["state"] == "connecting"
+    assert len(reactor.tcpClients) == 1
+    done = []
+    parent.stopService().addCallback(done.append)
+    assert done and feed.health()["state"] == "stopped"
