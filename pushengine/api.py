@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
 from twisted.logger import Logger
 
 from pushengine.auth import TokenVerifier
@@ -33,7 +33,14 @@ def _finite(value: int | float) -> bool:
 
 class Api:
     def __init__(self, engine: Engine, tokens: TokenVerifier, online: Any,
-                 resume: Callable[[str], Deferred] | None = None) -> None:
+                 resume: Callable[..., Deferred] | None = None) -> None:
+        """``resume(sid, ack=None)`` → Deferred[Session] re-creates a session
+        this node does not hold (from the cluster's registry; it fails with
+        UnknownSession when it cannot). It may also offer
+        ``resume.ahead(session, ack)`` → Deferred[Session | None], asked when
+        a poll acknowledges more than the session numbered (see
+        pushengine.cluster.resume). ``hooks`` are told, after the action,
+        of sessions ``created``, ``destroyed``, ``changed`` and ``polled``."""
         self.engine = engine
         self.sessions = engine.sessions
         self.tokens = tokens
@@ -42,14 +49,30 @@ class Api:
         self.hooks: list[Any] = []
 
     # -- helpers -------------------------------------------------------------
-    def _session(self, sid: Any) -> Deferred:
+    def _session(self, sid: Any, ack: int | None = None) -> Deferred:
         """Fire with the session; try to resume it from the registry first."""
         try:
             return succeed(self.sessions.get(sid))
         except Exception as e:
             if self.resume is None or not isinstance(sid, str):
                 raise e
-            return self.resume(sid)
+            return self.resume(sid, ack)
+
+    def _tell(self, event: str, session: Any) -> list[Deferred]:
+        """Call the hooks; a failing hook never fails the client's call.
+        Returns the Deferreds some hooks give back (a hook that must finish
+        before the client may rely on the action, e.g. a registry write)."""
+        waits = []
+        for hook in self.hooks:
+            try:
+                result = getattr(hook, event)(session)
+            except Exception:
+                log.failure("the {event} hook {hook!r} failed", event=event, hook=hook)
+                continue
+            if isinstance(result, Deferred):
+                waits.append(result.addErrback(
+                    lambda f: log.failure("the {event} hook failed", f, event=event)))
+        return waits
 
     def methods(self) -> dict[str, Method]:
         m = {
@@ -83,18 +106,21 @@ class Api:
         d = self.online.touch(session.id, list(session.subs))
         d.addErrback(lambda f: log.failure("counting a session online failed", f))
 
-    def session_create(self) -> str:
+    def session_create(self) -> str | Deferred:
         session = self.sessions.create()
         self._count_online(session)
-        for hook in self.hooks:
-            hook.created(session)
+        # the next call may reach another node (a balancer hashes on the id,
+        # which it did not know for this call): answer once the session
+        # registry has the session, so that that node can resume it
+        waits = self._tell("created", session)
+        if waits:
+            return gatherResults(waits, consumeErrors=True).addBoth(lambda _: session.id)
         return session.id
 
     def session_destroy(self, sid: Any) -> Deferred:
         def destroy(session):
             self.sessions.destroy(session)
-            for hook in self.hooks:
-                hook.destroyed(session)
+            self._tell("destroyed", session)
             return True
         return self._session(sid).addCallback(destroy)
 
@@ -104,8 +130,7 @@ class Api:
             if session.user is not None and session.user != user:
                 raise NotAuthorized("this session is authorized as another user")
             session.user = user
-            for hook in self.hooks:
-                hook.changed(session)
+            self._tell("changed", session)
             return user
         return self._session(sid).addCallback(authorize)
 
@@ -127,8 +152,7 @@ class Api:
 
             def subscribed(result):
                 self._count_online(session)
-                for hook in self.hooks:
-                    hook.changed(session)
+                self._tell("changed", session)
                 return result
             return d.addCallback(subscribed)
         return self._session(sid).addCallback(subscribe)
@@ -136,8 +160,7 @@ class Api:
     def session_unsubscribe(self, sid: Any, key: Any) -> Deferred:
         def unsubscribe(session):
             self.sessions.unsubscribe(session, key)
-            for hook in self.hooks:
-                hook.changed(session)
+            self._tell("changed", session)
             return True
         return self._session(sid).addCallback(unsubscribe)
 
@@ -149,15 +172,29 @@ class Api:
         if ack is not None and (isinstance(ack, bool) or not isinstance(ack, int) or ack < 0):
             raise BadParams("ack must be an integer sequence number, 0 or more")
 
+        def ahead(session) -> BadParams:
+            return BadParams(f"ack {ack} is ahead of the last event ({session.next_seq - 1})")
+
         def poll(session):
             if ack is not None and ack >= session.next_seq:
-                raise BadParams(f"ack {ack} is ahead of the last event "
-                                f"({session.next_seq - 1})")
+                behind = getattr(self.resume, "ahead", None)
+                if behind is None:
+                    raise ahead(session)
+                # with a registry: a session resumed here, or this node's
+                # copy is stale (the client was served elsewhere since)
+                return behind(session, ack).addCallback(checked, session)
+            return polled(session)
+
+        def checked(resumed, session):
+            if resumed is None or ack >= resumed.next_seq:
+                raise ahead(resumed or session)
+            return polled(resumed)
+
+        def polled(session):
             self._count_online(session)
-            for hook in self.hooks:
-                hook.polled(session)
+            self._tell("polled", session)
             return self.sessions.get_events(session, float(timeout), ack)
-        return self._session(sid).addCallback(poll)
+        return self._session(sid, ack).addCallback(poll)
 
     def stats_online(self, key: Any = None) -> Deferred:
         if key is not None and not isinstance(key, str):

@@ -80,6 +80,20 @@ class OnlineCounter:
         calls = [self._counter(k).incr() for k in todo]
         return DeferredList(calls, consumeErrors=True).addCallback(self._logged, n)
 
+    def mark_counted(self, session_id: str, view_keys: Iterable[str], period: int | None) -> bool:
+        """Another node already counted ``session_id`` (globally and in
+        ``view_keys``) in ``period``: remember it here so that a session that
+        moved does not count twice. Returns whether ``period`` is the current
+        one (only then is there anything to remember)."""
+        n = int(self.clock.seconds() // self.period)
+        if period is None or period != n:
+            return False
+        if n != self._period_n:
+            self._period_n = n
+            self._counted = {}
+        self._counted.setdefault(session_id, set()).update([_ALL, *view_keys])
+        return True
+
     def forget(self, session_id: str) -> None:
         """The session is gone: drop what this node remembers of it (its
         count stays in this period's figures, as with any visitor)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import secrets
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -90,6 +90,8 @@ class SessionManager:
         self.overflows = 0
         self.expired = 0
         self.events_out = 0
+        # called with each session destroyed for not polling (after it is gone)
+        self.expire_hooks: list[Callable[[Session], None]] = []
 
     # -- sessions --------------------------------------------------------------
     def create(self, id_: str | None = None) -> Session:
@@ -138,6 +140,11 @@ class SessionManager:
         if session.poll is None and self.sessions.get(session.id) is session:
             self.expired += 1
             self.destroy(session)
+            for hook in self.expire_hooks:
+                try:
+                    hook(session)
+                except Exception:
+                    log.failure("an expiry hook failed")
 
     # -- subscriptions ---------------------------------------------------------
     def subscribe(self, session: Session, bound: BoundView) -> Deferred:

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from klein import Klein
-from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
+from twisted.internet.defer import CancelledError, maybeDeferred
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET

@@ -11,7 +11,7 @@ from pushengine.views.conditions import ParamError, ViewDefinitionError
 from pushengine.views.morphology import text_forms, word_forms
 from pushengine.views.registry import ViewRegistry
 from pushengine.views.spec import load_catalog, parse_catalog
-from tests.core.helpers import delete, make_engine, upsert
+from tests.core.helpers import make_engine, upsert
 
 
 def result(d):
