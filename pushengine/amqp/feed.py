@@ -8,6 +8,7 @@ from twisted.application.internet import ClientService, backoffPolicy
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, fail, inlineCallbacks, succeed
 from twisted.internet.endpoints import HostnameEndpoint
+from twisted.internet.task import deferLater
 from twisted.logger import Logger, globalLogPublisher
 from twisted.python.failure import Failure
 from txamqp.client import ChannelClosed
@@ -27,6 +28,8 @@ DEFAULT_EXCHANGE = "pushengine.changes"
 QUEUE_PREFIX = "pushengine.node."
 DEFAULT_PREFETCH = 500
 DEFAULT_QUEUE_TTL = 3600.0
+# seconds of applying queued messages before the consumer lets the reactor run
+TURN_BUDGET = 0.02
 
 STOPPED = "stopped"
 CONNECTING = "connecting"
@@ -357,16 +360,27 @@ class AmqpFeed:
         """Take messages until the connection closes (the queue then fails
         with ``txamqp.queue.Closed``)."""
         messages = session.messages
+        reactor = self.reactor
+        turn_started = reactor.seconds()
         while True:
+            pending = messages.get()
+            waited = not pending.called
             try:
-                message = yield messages.get()
+                message = yield pending
             except QueueClosed:
                 return
+            if waited:
+                turn_started = reactor.seconds()
             try:
                 self.handle_message(message)
             except Exception:
                 log.failure("AMQP feed: unexpected error on a message")
             session.processed(message.delivery_tag)
+            if reactor.seconds() - turn_started > TURN_BUDGET:
+                # a backlog of prefetched messages must not starve the HTTP
+                # side: let the reactor write the answers and take new polls
+                yield deferLater(reactor, 0, lambda: None)
+                turn_started = reactor.seconds()
 
     def handle_message(self, message) -> None:
         """Decode one delivered message and hand its good changes to the sink.

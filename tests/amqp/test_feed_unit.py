@@ -247,3 +247,31 @@ def test_as_service_starts_and_stops_the_feed():
     done = []
     parent.stopService().addCallback(done.append)
     assert done and feed.health()["state"] == "stopped"
+
+
+def test_a_backlog_of_messages_lets_the_reactor_run_between_turns():
+    """Prefetched messages are applied in turns of at most TURN_BUDGET seconds,
+    so polls are answered while a backlog drains."""
+    from twisted.internet.defer import DeferredQueue
+
+    from pushengine.amqp.feed import TURN_BUDGET
+
+    clock = MemoryReactorClock()
+    feed = AmqpFeed(clock, "amqp://h/", node_id="n")
+
+    class SlowSink(RecordingSink):
+        def apply_changes(self, changes):
+            super().apply_changes(changes)
+            clock.advance(TURN_BUDGET / 2)   # each message costs half a turn
+    sink = SlowSink()
+    feed._sink = sink
+    messages = DeferredQueue()
+    for tag in range(1, 11):
+        messages.put(FakeMessage(b'{"type":"S","action":"upsert","obj":{"id":%d}}' % tag, tag))
+    session = _Session(feed, None, FakeChannel(), None, messages, ack_every=100)
+    feed._consume(session)
+    # about three messages fit one turn; the rest wait for the reactor
+    assert 2 <= len(sink.changes) <= 3
+    for _ in range(10):
+        clock.advance(0)
+    assert sink.ids == list(range(1, 11))

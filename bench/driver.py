@@ -1,0 +1,794 @@
+"""Benchmark driver: pushengine side by side with nginx+nchan.
+
+    python bench/driver.py                      # the full suite (~16 min on 2 cores)
+    python bench/driver.py --suite quick        # smaller N, a few minutes
+    python bench/driver.py --only fanout        # a group: held, answers, fanout, users, amqp
+    python bench/driver.py --only held --sessions 10000
+    python bench/driver.py --profile            # the engine under py-spy (scenarios 2, 3)
+
+For every run it starts the server afresh (``twistd -n pushengine`` with a
+temporary log, or nginx+nchan from ``bench/nchan.py``), samples its RSS and CPU
+from /proc every 0.25 s (the server's own figures -- the engine's /metrics,
+nchan's stub status -- every second in the held runs, else at each phase), runs
+``bench/loadgen.py`` as a separate process, stops everything, and prints a row.
+At the end it prints each pushengine figure with its ratio to nchan's and
+writes ``bench/results/<time>.json`` (and ``latest.json``); ``bench/plot.py``
+draws them.
+
+Ratios are pushengine / nchan: below 1 is better for memory, latency and CPU,
+above 1 is better for answers per second.
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import nchan as nchan_mod  # noqa: E402
+from scenarios import NCHAN, PUSHENGINE, Run, profile_suite, suite  # noqa: E402
+
+RESULTS = os.path.join(HERE, "results")
+LIVE: list = []   # servers and loadgen processes running now: stopped on any exit
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def raise_nofile() -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, seconds: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"exited with {proc.returncode}")
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {seconds} s")
+
+
+# ---------------------------------------------------------------------------
+# servers
+
+
+class EngineServer:
+    """``twistd -n pushengine`` on a free port, with a temporary log."""
+
+    name = PUSHENGINE
+
+    def __init__(self, extra: list[str] | None = None, timeout: float = 30.0) -> None:
+        self.port = free_port()
+        self.extra = extra or []
+        self.timeout = timeout
+        self.proc: subprocess.Popen | None = None
+        self.tmp = tempfile.TemporaryDirectory(prefix="pushengine-bench-")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        twistd = shutil.which("twistd", path=os.path.dirname(sys.executable)) or "twistd"
+        return [twistd, "-n", "--pidfile=", f"--logfile={self.tmp.name}/engine.log",
+                "pushengine", "--port", f"tcp:{self.port}:backlog=4096:interface=127.0.0.1",
+                "--max-timeout", f"{max(60, self.timeout + 10):g}",
+                "--session-timeout", "120", "--ping-interval", "3600", *self.extra]
+
+    def start(self) -> "EngineServer":
+        raise_nofile()  # inherited by the child: its `ulimit -n`
+        self.proc = subprocess.Popen(self.command(), cwd=self.tmp.name,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        try:
+            wait_http(self.url + "/health", 30, self.proc)
+        except RuntimeError as e:
+            err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+            self.stop()
+            raise RuntimeError(f"the engine did not start ({e}): {err.strip()[-600:]}") from None
+        return self
+
+    def pids(self) -> list[int]:
+        return [self.proc.pid] if self.proc is not None else []
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        try:
+            text = urllib.request.urlopen(self.url + "/metrics", timeout=2).read().decode()
+        except OSError:
+            return out
+        for line in text.splitlines():
+            if line.startswith("pushengine_") and "{" in line:
+                name, _, rest = line.partition("{")
+                try:
+                    out[name] = out.get(name, 0.0) + float(rest.rsplit(" ", 1)[1])
+                except ValueError:
+                    pass
+        if "pushengine_polls_waiting" in out:
+            out["polls_waiting"] = out["pushengine_polls_waiting"]
+        return out
+
+    def log_tail(self) -> str:
+        try:
+            with open(os.path.join(self.tmp.name, "engine.log")) as f:
+                return f.read()[-3000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()
+        self.proc = None
+        self.tmp.cleanup()
+
+
+class NchanServer:
+    name = NCHAN
+
+    def __init__(self, timeout: float) -> None:
+        self.port = free_port()
+        self.n = nchan_mod.Nchan(self.port, timeout=timeout)
+
+    @property
+    def url(self) -> str:
+        return self.n.url
+
+    def start(self) -> "NchanServer":
+        self.n.start()
+        return self
+
+    def pids(self) -> list[int]:
+        return self.n.pids()
+
+    def metrics(self) -> dict[str, float]:
+        """nchan_stub_status figures, named like the engine's where they match."""
+        try:
+            text = urllib.request.urlopen(self.url + "/nchan_status", timeout=2).read().decode()
+        except OSError:
+            return {}
+        out = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(":")
+            try:
+                out["nchan_" + name.strip().replace(" ", "_")] = float(value.split()[0])
+            except (ValueError, IndexError):
+                pass
+        if "nchan_subscribers" in out:
+            out["polls_waiting"] = out["nchan_subscribers"]
+        return out
+
+    def stop(self) -> None:
+        self.n.stop()
+
+
+_amqp_runs = 0
+
+
+def amqp_names() -> tuple[str, str]:
+    """A throw-away exchange and node id: the bench never publishes into the
+    exchange other engines on this broker use."""
+    global _amqp_runs
+    _amqp_runs += 1
+    tag = f"{os.getpid()}-{int(time.time())}-{_amqp_runs}"
+    return f"pushengine.bench.{tag}", f"bench-{tag}"
+
+
+def amqp_cleanup(exchange: str, node: str) -> None:
+    """Delete the run's exchange and its node queue (pushengine.node.<node>)."""
+    try:
+        import pika
+        conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+        ch = conn.channel()
+        ch.queue_delete(f"pushengine.node.{node}")
+        ch.exchange_delete(exchange)
+        conn.close()
+    except Exception as e:  # best effort: the queue expires by itself
+        print(f"  (could not delete {exchange}: {e})", file=sys.stderr)
+
+
+def amqp_engine_args(exchange: str, node: str) -> list[str]:
+    return ["--amqp", AMQP_URL, "--amqp-exchange", exchange, "--node-id", node]
+
+
+def amqp_unavailable() -> str | None:
+    """Why the AMQP scenario cannot run here, or None."""
+    try:
+        import pika  # noqa: F401
+    except ImportError:
+        return "pika is not installed (pip install pika)"
+    try:
+        socket.create_connection(("127.0.0.1", 5672), timeout=1).close()
+    except OSError:
+        return "RabbitMQ is not reachable on 127.0.0.1:5672"
+    exchange, node = amqp_names()
+    probe = EngineServer(amqp_engine_args(exchange, node))
+    try:
+        probe.start()
+    except RuntimeError as e:
+        return f"the engine's --amqp does not work in this build ({str(e)[-200:]})"
+    finally:
+        probe.stop()
+        amqp_cleanup(exchange, node)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# sampling
+
+
+def proc_sample(pid: int) -> tuple[int, float] | None:
+    """(RSS in KiB, CPU seconds) of one process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    rss_kb = int(fields[21]) * PAGE_KB
+    return rss_kb, cpu
+
+
+class Sampler(threading.Thread):
+    """Samples the server's processes (RSS, CPU) and the engine's metrics."""
+
+    def __init__(self, server, interval: float = 0.25, metrics_every: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.server = server
+        # /metrics costs the engine a walk over its views: scraped every second
+        # only where needed (held: when are all polls parked), else at phases
+        self.metrics_every = metrics_every
+        self.lock = threading.Lock()
+        self.client_pid: int | None = None     # the loadgen, and its workers
+        self.client: list[tuple[float, float]] = []
+        self.interval = interval
+        self.samples: list[tuple[float, int, float]] = []
+        self.metrics: list[tuple[float, dict]] = []
+        self.stopped = threading.Event()
+
+    def sample(self) -> tuple[float, int, float]:
+        rss = 0
+        cpu = 0.0
+        for pid in self.server.pids():
+            s = proc_sample(pid)
+            if s:
+                rss += s[0]
+                cpu += s[1]
+        return time.time(), rss, cpu
+
+    def run(self) -> None:
+        last_metrics = 0.0
+        while not self.stopped.is_set():
+            if self.metrics_every and time.time() - last_metrics >= self.metrics_every:
+                last_metrics = time.time()
+                self.snap_metrics()
+            self.samples.append(self.sample())
+            if self.client_pid:
+                cpu = sum(s[1] for s in (proc_sample(p) for p in
+                                         [self.client_pid, *nchan_mod.children(self.client_pid)])
+                          if s)
+                self.client.append((time.time(), cpu))
+            self.stopped.wait(self.interval)
+
+    def snap_metrics(self) -> None:
+        at = time.time()
+        m = self.server.metrics()
+        if m:
+            with self.lock:
+                self.metrics.append((at, m))
+                self.metrics.sort(key=lambda x: x[0])
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(5)
+
+    # -- figures ------------------------------------------------------------------
+    def cpu_pct(self, start: float | None, end: float | None) -> float | None:
+        if start is None or end is None or end <= start:
+            return None
+        pts = [s for s in self.samples if start <= s[0] <= end]
+        if len(pts) < 2:
+            return None
+        return 100.0 * (pts[-1][2] - pts[0][2]) / (pts[-1][0] - pts[0][0])
+
+    def client_cpu_pct(self, start: float | None, end: float | None) -> float | None:
+        if start is None or end is None:
+            return None
+        pts = [s for s in self.client if start <= s[0] <= end]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        return 100.0 * (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+    def rss_kb(self, start: float | None, end: float | None) -> int | None:
+        if start is None or end is None:
+            return None
+        pts = [s[1] for s in self.samples if start <= s[0] <= end]
+        return max(pts) if pts else None
+
+    def reached(self, name: str, value: float, start: float, end: float) -> float | None:
+        """When a metric first reached ``value`` between two instants."""
+        for t, m in self.metrics:
+            if start <= t <= end and m.get(name, -1) >= value:
+                return t
+        return None
+
+    def metric_rate(self, name: str, start: float | None, end: float | None) -> float | None:
+        if start is None or end is None:
+            return None
+        pts = [(t, m[name]) for t, m in self.metrics if start - 1 <= t <= end + 1 and name in m]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+
+# ---------------------------------------------------------------------------
+# one run
+
+
+class Profiler:
+    """py-spy attached to the engine while the publisher runs."""
+
+    def __init__(self, pid: int, path: str, seconds: float) -> None:
+        self.pid, self.path, self.seconds = pid, path, seconds
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        spy = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which("py-spy")
+        if spy is None:
+            print("  (py-spy is not installed: pip install py-spy; no profile)", file=sys.stderr)
+            return
+        self.proc = subprocess.Popen(
+            [spy, "record", "--pid", str(self.pid), "--duration", str(int(self.seconds)),
+             "--rate", "100", "--native", "--format", "speedscope", "-o", self.path],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait(self) -> str | None:
+        if self.proc is None:
+            return None
+        try:
+            self.proc.wait(self.seconds + 30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        return self.path if os.path.exists(self.path) else None
+
+
+def stop_everything() -> None:
+    while LIVE:
+        thing = LIVE.pop()
+        try:
+            if isinstance(thing, subprocess.Popen):
+                if thing.poll() is None:
+                    thing.terminate()
+                    thing.wait(10)
+            else:
+                thing.stop()
+        except Exception as e:  # keep stopping the others
+            print(f"  (stopping {thing}: {e})", file=sys.stderr)
+
+
+def exit_on_signal(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> dict[str, Any]:
+    amqp = amqp_names() if run.group == "amqp" else None
+    server = (NchanServer(run.timeout) if run.target == NCHAN else
+              EngineServer(run.engine_args + (amqp_engine_args(*amqp) if amqp else []),
+                           timeout=run.timeout))
+    LIVE.append(server)
+    try:
+        server.start()
+    except BaseException:
+        LIVE.remove(server)
+        if amqp:
+            amqp_cleanup(*amqp)
+        raise
+    sampler = Sampler(server, metrics_every=1.0 if run.group == "held" else 0.0)
+    result: dict[str, Any] = {"name": run.name, "group": run.group, "target": run.target,
+                              "sessions": run.sessions, "subs": run.subs, "rate": run.rate,
+                              "batch": run.batch, "note": run.note}
+    profiler: Profiler | None = None
+    pause = 0.2 if run.fast else 1.0
+    try:
+        time.sleep(pause)
+        sampler.start()
+        time.sleep(pause)
+        base = sampler.sample()
+        with tempfile.TemporaryDirectory(prefix="loadgen-") as tmp:
+            out = os.path.join(tmp, "result.json")
+            cmd = [sys.executable, os.path.join(HERE, "loadgen.py"),
+                   *run.loadgen_args(server.url), "--json-out", out, "--phase-lines"]
+            if amqp:
+                cmd += ["--amqp", AMQP_URL, "--exchange", amqp[0]]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL if quiet else None, text=True)
+            sampler.client_pid = proc.pid
+            LIVE.append(proc)
+            for line in proc.stdout:
+                if line.startswith("PHASE"):
+                    sampler.snap_metrics()   # the figures at each phase boundary
+                if line.startswith("PHASE publish_start") and run.profile and profile_dir:
+                    safe = run.name.replace("/s", "ps").replace("/", "-")
+                    path = os.path.join(profile_dir, f"{safe}.speedscope.json")
+                    profiler = Profiler(server.pids()[0], path, run.duration)
+                    profiler.start()
+            proc.wait()
+            LIVE.remove(proc)
+            if proc.returncode != 0 or not os.path.exists(out):
+                raise RuntimeError(f"the loadgen failed with {proc.returncode}")
+            with open(out) as f:
+                lg = json.load(f)
+        time.sleep(0.1 if run.fast else 0.3)
+    finally:
+        if sampler.is_alive():
+            sampler.stop()
+        metrics_end = server.metrics()
+        stop_everything()
+        if amqp:
+            amqp_cleanup(*amqp)
+    if profiler is not None:
+        result["profile"] = profiler.wait()
+    ph = lg["phases"]
+    result["loadgen"] = lg
+    result["rss_base_kb"] = base[1]
+    if run.group == "answers":
+        result["cpu_pct"] = sampler.cpu_pct(ph["connected"], ph["answers_end"])
+        lg["loadgen_cpu_pct"] = sampler.client_cpu_pct(ph["connected"], ph["answers_end"])
+    elif run.group == "held":
+        # idle once the server has parked every poll (its own count says so)
+        parked = sampler.reached("polls_waiting", lg["connected"], ph["set_up"], ph["idle_to"])
+        result["parked_seconds"] = parked - ph["set_up"] if parked else None
+        if parked:
+            ph["idle_from"] = max(ph["idle_from"], parked + 0.5)
+        else:
+            ph["idle_from"] = ph["idle_to"]   # never all parked: no idle window
+        rss = sampler.rss_kb(ph["connected"], ph.get("idle_to"))
+        result["rss_held_kb"] = rss
+        result["bytes_per_session"] = ((rss - base[1]) * 1024 / max(1, lg["connected"])
+                                       if rss else None)
+        result["cpu_idle_pct"] = sampler.cpu_pct(ph.get("idle_from"), ph.get("idle_to"))
+        result["cpu_setup_pct"] = sampler.cpu_pct(ph["start"], ph["connected"])
+        h = lg["held"]
+        result["held_ok"] = h["on_time"] == lg["connected"] == run.sessions
+    else:
+        start, end = ph.get("publish_start"), ph.get("publish_end")
+        result["cpu_pct"] = sampler.cpu_pct(start, end)
+        result["rss_peak_kb"] = sampler.rss_kb(ph["start"], ph["end"])
+        result["bytes_per_session"] = (((result["rss_peak_kb"] or 0) - base[1]) * 1024
+                                       / max(1, lg["connected"]))
+        result["changes_per_s"] = sampler.metric_rate("pushengine_changes_total", start, end)
+        result["events_out_per_s"] = sampler.metric_rate("pushengine_events_out_total",
+                                                         start, ph.get("drained"))
+        # the loadgen's processes, from /proc (percent of one core)
+        lg["loadgen_cpu_pct"] = sampler.client_cpu_pct(start, end)
+    result["metrics_end"] = metrics_end
+    return result
+
+
+# ---------------------------------------------------------------------------
+# reporting
+
+
+def ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v * 1000:,.1f} ms" if v < 10 else f"{v:,.1f} s"
+
+
+def num(v: float | None, fmt: str = ",.0f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def row_figures(r: dict) -> dict[str, float | None]:
+    """The figures compared between the servers, by run group."""
+    lg = r.get("loadgen", {})
+    lat = lg.get("latency", {})
+    if r["group"] == "held":
+        return {"KB/session": (r["bytes_per_session"] or 0) / 1024,
+                "idle CPU %": r.get("cpu_idle_pct"),
+                "setup s": lg.get("setup_seconds")}
+    if r["group"] == "answers":
+        return {"answers/s": lg.get("answers_per_s"), "CPU %": r.get("cpu_pct"),
+                "loadgen CPU %": lg.get("loadgen_cpu_pct")}
+    if r["group"] in ("users", "amqp"):
+        return {"p50": lat.get("p50"), "p99": lat.get("p99"), "lost": lg.get("lost"),
+                "published/s": lg.get("publish_rate"),
+                "changes delivered/s": lg.get("events_per_s"),
+                "answers/s": lg.get("answers_per_s"), "CPU %": r.get("cpu_pct")}
+    return {"p50": lat.get("p50"), "p99": lat.get("p99"), "max": lat.get("max"),
+            "lost": lg.get("lost"), "CPU %": r.get("cpu_pct"),
+            "answers/s": lg.get("answers_per_s"),
+            "events/s": lg.get("events_per_s"),
+            "changes/s": lg.get("publish_rate")}
+
+
+def describe(r: dict) -> str:
+    if "error" in r:
+        return f"{r['target']:<10} {r['name']:<24} FAILED: {r['error']}"
+    lg = r["loadgen"]
+    if r["group"] == "answers":
+        return (f"{r['target']:<10} {r['name']:<24} {lg['connected']:,} sessions"
+                f" | {num(lg.get('answers_per_s'))} answers/s with events waiting"
+                f" ({num(lg.get('answer_bytes'))} bytes each)"
+                f" | CPU {num(r.get('cpu_pct'), '.0f')} %"
+                f" | loadgen CPU {num(lg.get('loadgen_cpu_pct'), '.0f')} %")
+    if r["group"] == "held":
+        h = lg["held"]
+        return (f"{r['target']:<10} {r['name']:<24} held {lg['connected']:,}/{r['sessions']:,}"
+                f" | answered at timeout {h['on_time']:,} (early {h['early']}, late {h['late']},"
+                f" {num(h['min'], '.2f')}-{num(h['max'], '.2f')} s)"
+                f" | {num((r['bytes_per_session'] or 0) / 1024, ',.1f')} KB/session"
+                f" | idle CPU {num(r['cpu_idle_pct'], '.1f')} %"
+                f" | setup {lg['setup_seconds']:.1f} s")
+    lat = lg["latency"]
+    rate = lg.get("publish_rate")
+    return (f"{r['target']:<10} {r['name']:<24} {lg['connected']:,} sessions"
+            f" | published {num(rate, ',.1f' if (rate or 0) < 10 else ',.0f')}/s"
+            f" | p50 {ms(lat['p50'])} p99 {ms(lat['p99'])} max {ms(lat['max'])}"
+            f" | lost {lg.get('lost', 0):,} dup {lg['duplicates']:,} resets {lg['resets']:,}"
+            f" | CPU {num(r.get('cpu_pct'), '.0f')} %"
+            f" | answers {num(lg.get('answers_per_s'), ',.0f')}/s"
+            f" | events {num(lg.get('events_per_s'), ',.0f')}/s"
+            f" | loadgen CPU {num(lg.get('loadgen_cpu_pct'), '.0f')} %")
+
+
+def compare(results: list[dict]) -> list[dict]:
+    """Each pushengine run with its nchan peer: figures and ratios."""
+    peers = {(r["group"], r["sessions"], r["subs"], r["rate"], r["batch"]): r
+             for r in results if r["target"] == NCHAN and "error" not in r}
+    rows = []
+    for r in results:
+        if r["target"] != PUSHENGINE or "error" in r:
+            continue
+        peer = peers.get((r["group"], r["sessions"], r["subs"], r["rate"], r["batch"]))
+        mine = row_figures(r)
+        theirs = row_figures(peer) if peer else {}
+        ratios = {}
+        for k, v in mine.items():
+            o = theirs.get(k)
+            if isinstance(v, (int, float)) and isinstance(o, (int, float)) and o:
+                ratios[k] = v / o
+        rows.append({"name": r["name"], "group": r["group"], "pushengine": mine,
+                     "nchan": theirs, "ratio": ratios})
+    return rows
+
+
+def fmt_fig(k: str, v: Any) -> str:
+    if v is None:
+        return "-"
+    if k in ("p50", "p99", "max"):
+        return ms(v)
+    if k in ("lost",):
+        return f"{int(v):,}"
+    if k in ("KB/session", "idle CPU %", "CPU %", "setup s", "loadgen CPU %"):
+        return f"{v:,.1f}"
+    return f"{v:,.0f}"
+
+
+def print_comparison(rows: list[dict]) -> None:
+    print("\npushengine vs nchan (ratio = pushengine / nchan)")
+    for row in rows:
+        parts = []
+        for k, v in row["pushengine"].items():
+            cell = f"{k} {fmt_fig(k, v)}"
+            o = row["nchan"].get(k)
+            if row["nchan"]:
+                cell += f" [nchan {fmt_fig(k, o)}"
+                if k in row["ratio"]:
+                    cell += f", x{row['ratio'][k]:.2f}"
+                cell += "]"
+            parts.append(cell)
+        print(f"  {row['name']:<24} " + " | ".join(parts))
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"cores": os.cpu_count(), "python": platform.python_version(),
+                            "kernel": platform.release()}
+    try:
+        import twisted
+        info["twisted"] = twisted.__version__
+    except ImportError:
+        pass
+    try:
+        with open("/proc/meminfo") as f:
+            info["memory_gib"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next((line.split(":", 1)[1].strip() for line in f
+                                if line.startswith("model name")), "")
+    except OSError:
+        pass
+    try:
+        info["nginx"] = subprocess.run(["nginx", "-v"], capture_output=True,
+                                       text=True).stderr.strip().split("/")[-1]
+        info["nchan"] = subprocess.run(["dpkg-query", "-W", "-f=${Version}",
+                                        "libnginx-mod-nchan"], capture_output=True,
+                                       text=True).stdout.strip()
+    except OSError:
+        pass
+    info["nofile_hard"] = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return info
+
+
+# ---------------------------------------------------------------------------
+# profiles
+
+
+def top_functions(speedscope_path: str, n: int = 15) -> dict[str, Any]:
+    """Self and inclusive share of the samples per function of a py-spy
+    profile, and for the hottest ones the nearest pushengine caller."""
+    with open(speedscope_path) as f:
+        data = json.load(f)
+    frames = data["shared"]["frames"]
+
+    def label(i: int) -> str:
+        fr = frames[i]
+        file = fr.get("file", "")
+        if "pushengine/" in file:
+            file = "pushengine/" + file.rsplit("pushengine/", 1)[1]
+        else:
+            for marker in ("site-packages/", "/lib/python3.11/"):
+                if marker in file:
+                    file = file.split(marker, 1)[1]
+        return f"{file}:{fr['name']}"
+    labels = [label(i) for i in range(len(frames))]
+    ours = [lb.startswith("pushengine/") for lb in labels]
+    self_c: Counter = Counter()
+    incl: Counter = Counter()
+    callers: dict[str, Counter] = defaultdict(Counter)
+    total = 0.0
+    for prof in data["profiles"]:
+        for stack, w in zip(prof["samples"], prof["weights"]):
+            if not stack:
+                continue
+            total += w
+            leaf = labels[stack[-1]]
+            self_c[leaf] += w
+            for name in {labels[i] for i in stack}:
+                incl[name] += w
+            caller = next((labels[i] for i in reversed(stack[:-1]) if ours[i]), None)
+            if caller:
+                callers[leaf][caller] += w
+    total = total or 1.0
+    return {"seconds_sampled": total,
+            "self": [(k, 100.0 * v / total,
+                      [(c, 100.0 * cv / total) for c, cv in callers[k].most_common(2)])
+                     for k, v in self_c.most_common(n)],
+            "inclusive": [(k, 100.0 * v / total) for k, v in incl.most_common(n * 4)],
+            "pushengine_inclusive": [(k, 100.0 * v / total) for k, v in incl.most_common()
+                                     if k.startswith("pushengine/")][:n * 2]}
+
+
+# ---------------------------------------------------------------------------
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", choices=["full", "quick", "smoke"], default="full")
+    p.add_argument("--only", default="", help="groups to run, comma-separated")
+    p.add_argument("--targets", default="pushengine,nchan")
+    p.add_argument("--sessions", type=int, default=0, help="only runs with this many sessions")
+    p.add_argument("--profile", action="store_true",
+                   help="run the profile scenarios with py-spy attached to the engine")
+    p.add_argument("--out", default="", help="results file (default bench/results/<time>.json)")
+    p.add_argument("--quiet", action="store_true", help="no live line from the loadgen")
+    p.add_argument("--merge-into", default="",
+                   help="put these runs into an earlier results file (replacing runs of "
+                        "the same name and server) instead of a new one")
+    a = p.parse_args()
+    raise_nofile()
+    # Ctrl-C or a kill: every server and loadgen of the run is stopped on the way out
+    signal.signal(signal.SIGTERM, exit_on_signal)
+    atexit.register(stop_everything)
+    runs = profile_suite() if a.profile else suite(a.suite)
+    groups = {g for g in a.only.split(",") if g}
+    targets = {t for t in a.targets.split(",") if t}
+    runs = [r for r in runs if (not groups or r.group in groups) and r.target in targets
+            and (not a.sessions or r.sessions == a.sessions)]
+    os.makedirs(RESULTS, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = a.out or os.path.join(RESULTS, f"{stamp}{'-profile' if a.profile else ''}.json")
+    profile_dir = os.path.join(RESULTS, f"profile-{stamp}") if a.profile else None
+    if profile_dir:
+        os.makedirs(profile_dir, exist_ok=True)
+
+    skip: dict[str, str] = {}
+    if any(r.target == NCHAN for r in runs):
+        try:
+            nchan_mod.ensure_installed()
+        except (RuntimeError, subprocess.CalledProcessError) as e:
+            skip[NCHAN] = f"nchan unavailable: {e}"
+    if any(r.group == "amqp" for r in runs):
+        why = amqp_unavailable()
+        if why:
+            skip["amqp"] = why
+    for k, why in skip.items():
+        print(f"skipping the {k} runs: {why}", file=sys.stderr)
+
+    results: list[dict] = []
+    doc: dict[str, Any] = {"machine": machine(), "suite": "profile" if a.profile else a.suite,
+                           "started": stamp, "skipped": skip, "runs": results}
+    t0 = time.time()
+    for run in runs:
+        if run.target in skip or run.group in skip:
+            continue
+        print(f"== {run.target} {run.name}" + (f" ({run.note})" if run.note else ""),
+              file=sys.stderr, flush=True)
+        try:
+            r = run_one(run, quiet=a.quiet, profile_dir=profile_dir)
+        except Exception as e:  # a failed run is a row, not the end of the suite
+            r = {"name": run.name, "group": run.group, "target": run.target,
+                 "sessions": run.sessions, "subs": run.subs, "rate": run.rate,
+                 "batch": run.batch, "error": f"{type(e).__name__}: {e}"}
+        results.append(r)
+        print(describe(r), flush=True)
+        if r.get("profile"):
+            r["top"] = top_functions(r["profile"])
+            print(f"  profile {r['profile']}; hottest functions (self time, nearest"
+                  f" pushengine caller):")
+            for name, pct, via in r["top"]["self"][:12]:
+                how = "; ".join(f"{c} {p:.1f} %" for c, p in via)
+                print(f"    {pct:5.1f} %  {name}" + (f"  <- {how}" if how else ""))
+            print("  pushengine functions (inclusive):")
+            for name, pct in r["top"]["pushengine_inclusive"][:15]:
+                print(f"    {pct:5.1f} %  {name}")
+        with open(out, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+    doc["seconds"] = time.time() - t0
+    if a.merge_into:
+        with open(a.merge_into) as f:
+            old = json.load(f)
+        fresh = {(r["name"], r["target"]) for r in results}
+        old["runs"] = [r for r in old["runs"] if (r["name"], r["target"]) not in fresh]
+        old["runs"] += results
+        old.setdefault("merged", []).append({"started": stamp, "runs": sorted(fresh)})
+        doc, out = old, a.merge_into
+    doc["comparison"] = compare(doc["runs"])
+    print_comparison(doc["comparison"])
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    if not a.profile and not a.merge_into:
+        with open(os.path.join(RESULTS, "latest.json"), "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+    print(f"\nresults: {out} ({doc['seconds'] / 60:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()

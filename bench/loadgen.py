@@ -1,0 +1,1286 @@
+"""Load generator for pushengine and nchan: long-polling sessions and a publisher.
+
+A process of its own, so that it is not part of what is measured: raw HTTP/1.1
+keep-alive connections on asyncio, one connection per session (as a browser
+has), spread over ``--workers`` processes, and a publisher at a set rate in the
+coordinating process.
+
+    python bench/loadgen.py --target pushengine --url http://127.0.0.1:8080 \\
+        --mode fanout --sessions 1000 --rate 10 --duration 15
+    python bench/loadgen.py --target nchan --url http://127.0.0.1:8090 --mode held \\
+        --sessions 10000 --timeout 20
+
+Modes:
+
+- ``held``: every session long-polls with ``--timeout`` and nothing is
+  published: the first poll of every session must be answered (empty) at its
+  timeout. Reports when all were connected and the window in which the server
+  sat idle (for the driver's memory and CPU figures).
+- ``fanout``: every session subscribes to one shared view (pushengine:
+  ``stream.subscribe_public_live [sid, 1]``, a limit-1 view holding one object;
+  nchan: channel ``fan``). The publisher updates that one object ``--rate``
+  times a second, bumping ``obj.n`` and putting its send time in
+  ``obj.sent_at``: every session must see every ``n`` exactly once.
+- ``users``: (pushengine) every session subscribes ``--subs`` per-user views
+  (``stream.subscribe_user [sid, user, 1]``, distinct users, one JSON-RPC batch);
+  the publisher sends ``--rate`` changes a second spread at random over all the
+  users, ``--batch`` changes per ``POST /api/publish``; each user has its own
+  ``n`` sequence.
+- ``answers``: every session has 10 events of the shared view waiting and
+  polls back to back without acknowledging them (``get_events [sid, 0, 0]``;
+  nchan: the same ``If-Modified-Since`` every time), for ``--duration``
+  seconds: answers per second with events waiting.
+- ``amqp``: as ``users``, but the changes are published to the AMQP fanout
+  exchange (``--amqp``, ``--exchange``) with pika, ``--batch`` changes per
+  message (1: single).
+
+Every session polls ``session.get_events [sid, timeout, ack]`` with the last
+``seq`` it received as ``ack`` (nchan: ``GET /sub/CH`` with ``If-Modified-Since``
+and ``If-None-Match`` of the previous answer). For every event the latency is
+``now - obj.sent_at``; a jump in ``n`` is a gap, an ``n`` seen again a duplicate.
+Lost events are counted at the end: expected (every ``n`` published, for each
+session that sees it) minus the distinct events received.
+
+``--rate 0`` publishes as fast as the server takes it (``--inflight``
+requests pipelined on one connection, which keeps their order).
+
+A live line on stderr shows the progress; the result is one JSON object
+(``--json-out FILE``, else stdout).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing
+import random
+import re
+import resource
+import signal
+import sys
+import time
+import urllib.request
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+OBJ_ID = 1
+CREATED_AT = "2026-01-01T00:00:00Z"
+FAN_CREATED_AT = "2030-01-01T00:00:00Z"   # newer than anything else: first in the view
+USER_OBJ_BASE = 1_000_000
+FAN_CHANNEL = "fan"
+HELD_CHANNEL = "held"
+
+# ---------------------------------------------------------------------------
+# limits
+
+
+def raise_nofile() -> int:
+    """RLIMIT_NOFILE up to the hard limit; returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = 1 << 20
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# ---------------------------------------------------------------------------
+# latency histogram: log buckets of 2 %, mergeable, from 1 microsecond
+
+_SCALE = 50.0  # buckets per factor e
+
+
+class Histogram:
+    __slots__ = ("buckets", "count", "total", "max")
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, int] = {}
+        self.count = 0
+        self.total = 0.0
+        self.max = 0.0
+
+    def add(self, seconds: float) -> None:
+        us = seconds * 1e6
+        idx = int(math.log(us) * _SCALE) if us > 1.0 else 0
+        b = self.buckets
+        b[idx] = b.get(idx, 0) + 1
+        self.count += 1
+        self.total += seconds
+        if seconds > self.max:
+            self.max = seconds
+
+    def merge(self, other: "Histogram | dict") -> None:
+        if isinstance(other, dict):
+            other = Histogram.from_dict(other)
+        for k, v in other.buckets.items():
+            self.buckets[k] = self.buckets.get(k, 0) + v
+        self.count += other.count
+        self.total += other.total
+        self.max = max(self.max, other.max)
+
+    def percentile(self, q: float) -> float | None:
+        if not self.count:
+            return None
+        rank = q / 100.0 * self.count
+        seen = 0
+        for k in sorted(self.buckets):
+            seen += self.buckets[k]
+            if seen >= rank:
+                return min(math.exp((k + 0.5) / _SCALE) / 1e6, self.max)
+        return self.max
+
+    def summary(self) -> dict[str, float | None]:
+        return {"count": self.count,
+                "mean": self.total / self.count if self.count else None,
+                "p50": self.percentile(50), "p90": self.percentile(90),
+                "p99": self.percentile(99), "p999": self.percentile(99.9),
+                "max": self.max if self.count else None}
+
+    def to_dict(self) -> dict:
+        return {"buckets": self.buckets, "count": self.count, "total": self.total,
+                "max": self.max}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Histogram":
+        h = cls()
+        h.buckets = {int(k): v for k, v in d["buckets"].items()}
+        h.count, h.total, h.max = d["count"], d["total"], d["max"]
+        return h
+
+
+# ---------------------------------------------------------------------------
+# a minimal HTTP/1.1 client connection: keep-alive, pipelining, chunked bodies
+
+
+class HttpError(Exception):
+    pass
+
+
+class Response:
+    __slots__ = ("status", "headers", "body", "at")
+
+    def __init__(self, status: int, headers: dict[bytes, bytes], body: bytes, at: float):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.at = at
+
+
+class HttpConn(asyncio.Protocol):
+    """One keep-alive connection. ``request(raw)`` sends the raw request and
+    returns a future of the ``Response``; requests may be pipelined."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.waiters: deque[asyncio.Future] = deque()
+        self.head: tuple | None = None   # (status, headers, body start, length or -1)
+        self.closed: asyncio.Future | None = None
+        self.lost_reason: Exception | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        self.lost_reason = exc or HttpError("connection closed")
+        while self.waiters:
+            w = self.waiters.popleft()
+            if not w.done():
+                w.set_exception(HttpError(f"connection lost: {self.lost_reason}"))
+        self.transport = None
+
+    def request(self, raw: bytes) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        if self.transport is None or self.transport.is_closing():
+            fut.set_exception(HttpError("not connected"))
+            return fut
+        self.waiters.append(fut)
+        self.transport.write(raw)
+        return fut
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while True:
+            if self.head is None:
+                end = buf.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                lines = bytes(buf[:end]).split(b"\r\n")
+                status = int(lines[0].split(b" ", 2)[1])
+                headers = {}
+                for line in lines[1:]:
+                    name, _, value = line.partition(b":")
+                    headers[name.strip().lower()] = value.strip()
+                start = end + 4
+                if status in (204, 304) or 100 <= status < 200:
+                    length = 0
+                elif b"content-length" in headers:
+                    length = int(headers[b"content-length"])
+                elif headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+                    length = -1
+                else:
+                    length = -2  # until close: not used by these servers
+                self.head = (status, headers, start, length)
+            status, headers, start, length = self.head
+            if length >= 0:
+                if len(buf) < start + length:
+                    return
+                body = bytes(buf[start:start + length])
+                del buf[:start + length]
+            elif length == -1:
+                parsed = _dechunk(buf, start)
+                if parsed is None:
+                    return
+                body, consumed = parsed
+                del buf[:consumed]
+            else:
+                return
+            self.head = None
+            at = time.time()
+            if self.waiters:
+                w = self.waiters.popleft()
+                if not w.done():
+                    w.set_result(Response(status, headers, body, at))
+            if headers.get(b"connection", b"").lower() == b"close" and self.transport:
+                self.transport.close()
+
+
+def _dechunk(buf: bytearray, pos: int) -> tuple[bytes, int] | None:
+    parts = []
+    while True:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        size = int(bytes(buf[pos:eol]).split(b";", 1)[0], 16)
+        if size == 0:
+            end = buf.find(b"\r\n\r\n", eol)  # trailers (none) then CRLF
+            if end < 0:
+                return None
+            return b"".join(parts), end + 4
+        start = eol + 2
+        if len(buf) < start + size + 2:
+            return None
+        parts.append(bytes(buf[start:start + size]))
+        pos = start + size + 2
+
+
+async def connect(host: str, port: int, retries: int = 5) -> HttpConn:
+    loop = asyncio.get_running_loop()
+    delay = 0.05
+    for attempt in range(retries):
+        try:
+            _, proto = await loop.create_connection(HttpConn, host, port)
+            return proto
+        except OSError:
+            if attempt == retries - 1:
+                raise
+            await asyncio.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
+
+
+def post(path: str, body: bytes, host: str = "127.0.0.1") -> bytes:
+    return (b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (path.encode(), host.encode(), len(body))) + body
+
+
+def rpc_body(method: str, params: list, id_: int = 1) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params},
+                      separators=(",", ":")).encode()
+
+
+# ---------------------------------------------------------------------------
+# what every worker counts
+
+
+@dataclass
+class Stats:
+    connected: int = 0
+    setup_errors: int = 0
+    failed_sessions: list = field(default_factory=list)
+    answers: int = 0            # poll answers
+    empty_answers: int = 0
+    events: int = 0             # distinct update events received (with n)
+    duplicates: int = 0
+    gap_events: int = 0         # n skipped while receiving
+    resets: int = 0
+    pings: int = 0
+    other_events: int = 0
+    errors: dict = field(default_factory=dict)
+    bytes_in: int = 0
+    first_answered: int = 0     # held: first polls answered
+    first_on_time: int = 0
+    first_early: int = 0
+    first_late: int = 0
+    first_min: float | None = None
+    first_max: float | None = None
+    polling: int = 0            # sessions whose first poll was sent
+    first_poll_at_min: float | None = None   # when the first poll of any session left
+    first_poll_at_max: float | None = None
+    last_event_at: float = 0.0
+    cpu: float = 0.0
+
+    def error(self, what: str) -> None:
+        self.errors[what] = self.errors.get(what, 0) + 1
+
+
+# the engine's events as it encodes them: {"seq":N,"key":"...","action":"...","obj":...}
+EVENT_RE = re.compile(
+    rb'\{"seq":(\d+),"key":"((?:[^"\\]|\\.)*)","action":"([a-z]+)"'
+    rb'(?:,"obj":\[?\{"id":(\d+),"n":(\d+),"sent_at":([0-9.eE+-]+))?')
+NCHAN_RE = re.compile(rb'\{"n":(\d+),"sent_at":([0-9.eE+-]+)')
+# nchan messages are padded to the size of one of the engine's update events
+# (object and old object), so that both servers move the same bytes
+NCHAN_PAD = b',"pad":"' + b"x" * 280 + b'"}'
+RESULT_PREFIX = b'{"jsonrpc":"2.0","result":'
+
+
+class Session:
+    """One pushengine session: a connection, its subscriptions, its poll loop."""
+
+    def __init__(self, w: "Worker", index: int) -> None:
+        self.w = w
+        self.index = index
+        self.conn: HttpConn | None = None
+        self.sid = ""
+        self.ack = 0
+        self.last_n: dict[bytes, int] = {}   # object id -> last n seen
+        self.base = w.cfg["n_base"]
+
+    async def setup(self) -> None:
+        cfg = self.w.cfg
+        self.conn = await connect(self.w.host, self.w.port)
+        r = await self.rpc(rpc_body("session.create", []))
+        self.sid = r["result"]
+        if cfg["mode"] in ("fanout", "held", "answers"):
+            r = await self.rpc(rpc_body("stream.subscribe_public_live", [self.sid, 1]))
+            self.note_state(r["result"][1])
+        else:
+            k = cfg["subs"]
+            calls = [{"jsonrpc": "2.0", "id": j, "method": "stream.subscribe_user",
+                      "params": [self.sid, u, 1]}
+                     for j, u in enumerate(range(self.index * k, self.index * k + k))]
+            r = await self.rpc(json.dumps(calls, separators=(",", ":")).encode())
+            for answer in r:
+                if "result" not in answer:
+                    raise HttpError(f"subscribe failed: {answer.get('error')}")
+                self.note_state(answer["result"][1])
+
+    def note_state(self, state: list) -> None:
+        # objects left by earlier runs on the same server have n below this run's base
+        for o in state:
+            if isinstance(o.get("n"), int) and o["n"] >= self.base:
+                self.last_n[str(o["id"]).encode()] = o["n"]
+
+    async def rpc(self, body: bytes) -> Any:
+        resp = await self.conn.request(post("/api/jsonrpc", body))
+        if resp.status != 200:
+            raise HttpError(f"HTTP {resp.status}")
+        value = json.loads(resp.body)
+        if isinstance(value, dict) and "error" in value:
+            raise HttpError(f"RPC error {value['error']}")
+        return value
+
+    async def run(self) -> None:
+        w, st = self.w, self.w.stats
+        timeout = w.cfg["timeout"]
+        sid = json.dumps(self.sid)
+        head = b'{"jsonrpc":"2.0","id":1,"method":"session.get_events","params":[%s,%s,' % (
+            sid.encode(), json.dumps(timeout).encode())
+        first = True
+        while not w.stopping:
+            body = head + b"%d]}" % self.ack
+            sent = time.time()
+            if first:
+                w.note_first_poll(sent)
+            try:
+                resp = await self.conn.request(post("/api/jsonrpc", body))
+            except HttpError:
+                if not w.stopping:
+                    st.error("connection lost")
+                    w.failed(self.index)
+                return
+            if resp.status != 200:
+                st.error(f"HTTP {resp.status}")
+                await asyncio.sleep(0.5)
+                continue
+            st.answers += 1
+            data = resp.body
+            st.bytes_in += len(data)
+            empty = self.process(data, resp.at)
+            if first:
+                first = False
+                w.note_first_answer(resp.at - sent, empty)
+            if resp.at >= w.next_report:
+                w.report()
+
+    def process(self, data: bytes, now: float) -> bool:
+        """Account for one get_events answer; True when it was empty."""
+        st = self.w.stats
+        if not data.startswith(RESULT_PREFIX):
+            try:
+                value = json.loads(data)
+                code = value.get("error", {}).get("code")
+            except (ValueError, AttributeError):
+                code = "unparsable"
+            st.error(f"rpc {code}")
+            if code == 1001:
+                self.w.stopping_session(self)
+            return True
+        if data.startswith(b"[]", len(RESULT_PREFIX)):
+            st.empty_answers += 1
+            return True
+        matches = EVENT_RE.findall(data)
+        if len(matches) != data.count(b'{"seq":'):
+            matches = self._slow(data)
+        hist = self.w.hist
+        last_n = self.last_n
+        base = self.base
+        for seq, key, action, oid, n, sent in matches:
+            if n:
+                n = int(n)
+                prev = last_n.get(oid, base)
+                if n <= prev:
+                    st.duplicates += 1
+                else:
+                    if n != prev + 1:
+                        st.gap_events += n - prev - 1
+                    last_n[oid] = n
+                    if action == b"reset":
+                        st.resets += 1
+                    else:
+                        st.events += 1
+                        hist.add(now - float(sent))
+            elif action == b"ping":
+                st.pings += 1
+            elif action == b"reset":
+                st.resets += 1
+            else:
+                st.other_events += 1
+        if matches:
+            self.ack = max(self.ack, int(matches[-1][0]))
+            if now > st.last_event_at:
+                st.last_event_at = now
+        return False
+
+    @staticmethod
+    def _slow(data: bytes) -> list:
+        """The same as EVENT_RE, through json (other key order, escapes)."""
+        out = []
+        for e in json.loads(data).get("result", []):
+            obj = e.get("obj")
+            if isinstance(obj, list):
+                obj = obj[0] if obj else None
+            oid = n = sent = b""
+            if isinstance(obj, dict) and "n" in obj:
+                oid, n = str(obj.get("id")).encode(), str(obj["n"]).encode()
+                sent = repr(float(obj.get("sent_at", 0))).encode()
+            out.append((str(e["seq"]).encode(), e["key"].encode(), e["action"].encode(),
+                        oid, n, sent))
+        return out
+
+
+class NchanSubscriber:
+    """One nchan long-poll subscriber on one channel."""
+
+    def __init__(self, w: "Worker", index: int) -> None:
+        self.w = w
+        self.index = index
+        self.conn: HttpConn | None = None
+        self.last_n = w.cfg["n_base"]
+        self.channel = HELD_CHANNEL if w.cfg["mode"] == "held" else FAN_CHANNEL
+
+    async def setup(self) -> None:
+        self.conn = await connect(self.w.host, self.w.port)
+
+    async def run(self) -> None:
+        w, st = self.w, self.w.stats
+        base = b"GET /sub/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n" % self.channel.encode()
+        cond = b""
+        first = True
+        hist = w.hist
+        while not w.stopping:
+            sent = time.time()
+            if first:
+                w.note_first_poll(sent)
+            try:
+                resp = await self.conn.request(base + cond + b"\r\n")
+            except HttpError:
+                if not w.stopping:
+                    st.error("connection lost")
+                    w.failed(self.index)
+                return
+            empty = True
+            if resp.status == 200:
+                st.answers += 1
+                st.bytes_in += len(resp.body)
+                h = resp.headers
+                cond = b"If-Modified-Since: %s\r\nIf-None-Match: %s\r\n" % (
+                    h.get(b"last-modified", b""), h.get(b"etag", b""))
+                now = resp.at
+                for n, sent_at in NCHAN_RE.findall(resp.body):
+                    n = int(n)
+                    if n <= self.last_n:
+                        st.duplicates += 1
+                        continue
+                    if n != self.last_n + 1:
+                        st.gap_events += n - self.last_n - 1
+                    self.last_n = n
+                    st.events += 1
+                    hist.add(now - float(sent_at))
+                st.last_event_at = max(st.last_event_at, now)
+                empty = False
+            elif resp.status in (304, 408):
+                st.answers += 1
+                st.empty_answers += 1
+            else:
+                st.error(f"HTTP {resp.status}")
+                await asyncio.sleep(0.5)
+            if first:
+                first = False
+                w.note_first_answer(resp.at - sent, empty)
+            if resp.at >= w.next_report:
+                w.report()
+
+
+class Worker:
+    """A process holding a share of the sessions."""
+
+    def __init__(self, cfg: dict, indices: range, conn) -> None:
+        self.cfg = cfg
+        self.indices = indices
+        self.pipe = conn
+        u = urlsplit(cfg["url"])
+        self.host, self.port = u.hostname, u.port or 80
+        self.stats = Stats()
+        self.hist = Histogram()
+        self.stopping = False
+        self.sessions: list = []
+        self.stop_event: asyncio.Event | None = None
+        self.go: asyncio.Event | None = None
+        self.next_report = time.time() + 1.0
+
+    def report(self) -> None:
+        self.next_report = time.time() + self.cfg["report_interval"]
+        self.pipe.send(self.snapshot())
+
+    def note_first_poll(self, at: float) -> None:
+        st = self.stats
+        st.polling += 1
+        if st.first_poll_at_min is None or at < st.first_poll_at_min:
+            st.first_poll_at_min = at
+        if st.first_poll_at_max is None or at > st.first_poll_at_max:
+            st.first_poll_at_max = at
+
+    def note_first_answer(self, duration: float, empty: bool) -> None:
+        st = self.stats
+        st.first_answered += 1
+        t = self.cfg["timeout"]
+        if not empty or duration < t - 0.5:
+            st.first_early += 1
+        elif duration > t + 2.0:
+            st.first_late += 1
+        else:
+            st.first_on_time += 1
+        st.first_min = duration if st.first_min is None else min(st.first_min, duration)
+        st.first_max = duration if st.first_max is None else max(st.first_max, duration)
+
+    def failed(self, index: int) -> None:
+        self.stats.failed_sessions.append(index)
+
+    def stopping_session(self, s) -> None:
+        self.failed(s.index)
+
+    async def one(self, index: int, gate: asyncio.Semaphore) -> None:
+        cls = NchanSubscriber if self.cfg["target"] == "nchan" else Session
+        s = cls(self, index)
+        async with gate:
+            try:
+                await s.setup()
+            except (OSError, HttpError, ValueError, KeyError, TypeError) as e:
+                self.stats.setup_errors += 1
+                self.stats.error(f"setup: {type(e).__name__}: {str(e)[:80]}")
+                self.failed(index)
+                if s.conn is not None:
+                    s.conn.close()
+                return
+        self.sessions.append(s)
+        self.stats.connected += 1
+        # every session polls once all are set up: the polls start together
+        await self.go.wait()
+        if self.cfg["mode"] == "answers":
+            await self.answers(s)
+        else:
+            await s.run()
+
+    async def answers(self, s) -> None:
+        """Poll back to back, never acknowledging: every answer carries the
+        same events waiting (pushengine: get_events [sid, 0, 0]; nchan: the
+        same If-Modified-Since again)."""
+        st = self.stats
+        if self.cfg["target"] == "nchan":
+            raw = (b"GET /sub/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   b"If-Modified-Since: Thu, 01 Jan 1970 00:00:01 GMT\r\n"
+                   b"If-None-Match: 0\r\n\r\n" % FAN_CHANNEL.encode())
+        else:
+            raw = post("/api/jsonrpc", rpc_body("session.get_events", [s.sid, 0, 0]))
+        self.note_first_poll(time.time())
+        while not self.stopping:
+            try:
+                resp = await s.conn.request(raw)
+            except HttpError:
+                if not self.stopping:
+                    st.error("connection lost")
+                return
+            st.answers += 1
+            st.bytes_in += len(resp.body)
+            if resp.status != 200 or len(resp.body) < 100:
+                st.empty_answers += 1   # no events waiting: not what is measured
+                if st.empty_answers == 1:
+                    st.error(f"answer without events: {resp.status} {resp.body[:80]!r}")
+            if resp.at >= self.next_report:
+                self.report()
+
+    def snapshot(self, final: bool = False) -> dict:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        self.stats.cpu = ru.ru_utime + ru.ru_stime
+        return {"kind": "final" if final else "stats", "at": time.time(),
+                "stats": asdict(self.stats), "hist": self.hist.to_dict()}
+
+    async def main(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.stop_event = asyncio.Event()
+        self.go = asyncio.Event()
+        loop.add_reader(self.pipe.fileno(), self._command)
+        gate = asyncio.Semaphore(self.cfg["connect_concurrency"])
+        tasks = [asyncio.create_task(self.one(i, gate)) for i in self.indices]
+        milestones = 0   # 1: all set up; 2: all polling
+        while not self.stop_event.is_set():
+            try:
+                await asyncio.wait_for(self.stop_event.wait(),
+                                       self.cfg["report_interval"] if milestones == 2 else 0.05)
+            except asyncio.TimeoutError:
+                pass
+            st = self.stats
+            reached = milestones
+            if st.connected + st.setup_errors >= len(self.indices):
+                reached = 1
+                if st.polling >= st.connected:
+                    reached = 2
+            # report at once when a milestone is reached, else every interval
+            # (a busy worker also reports from its answer loop: Session.run)
+            if reached > milestones or time.time() >= self.next_report:
+                milestones = reached
+                self.report()
+        self.stopping = True
+        for s in self.sessions:
+            if s.conn is not None:
+                s.conn.close()
+        await asyncio.sleep(0.05)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.pipe.send(self.snapshot(final=True))
+
+    def _command(self) -> None:
+        try:
+            cmd = self.pipe.recv()
+        except EOFError:
+            cmd = "stop"
+        if cmd == "stop":
+            self.stop_event.set()
+        elif cmd == "go":
+            self.go.set()
+
+
+def worker_process(cfg: dict, indices: range, conn) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise_nofile()
+    w = Worker(cfg, indices, conn)
+    asyncio.run(w.main())
+    conn.close()
+
+
+# ---------------------------------------------------------------------------
+# publishers (in the coordinating process)
+
+
+class Publisher:
+    """Makes changes at ``rate`` a second and sends them in order.
+
+    pushengine: changes are stamped (``sent_at``) when they are made, queued,
+    and sent by one request at a time as a JSON array of everything queued (at
+    most ``--max-batch`` changes): a backend that cannot publish faster than
+    the engine takes them batches, and the wait counts in the latency. With
+    ``rate`` 0, batches of ``--batch`` changes are sent back to back.
+    nchan takes one message per request: they are pipelined (``--inflight``)
+    on one connection, which keeps their order.
+    """
+
+    def __init__(self, cfg: dict) -> None:
+        self.cfg = cfg
+        u = urlsplit(cfg["url"])
+        self.host, self.port = u.hostname, u.port or 80
+        self.published = 0          # changes sent
+        self.requests = 0
+        self.accepted = 0
+        self.errors = 0
+        self.latency = Histogram()  # publish request round trip
+        self.final_n: dict[int, int] = {}
+        self.rng = random.Random(7)
+        self.started_at = self.ended_at = 0.0
+        self.queue: deque[bytes] = deque()
+        self.users = cfg["sessions"] * cfg["subs"]
+
+    def change(self, now: float) -> bytes:
+        """The next change: the shared object's next n, or a random user's."""
+        base = self.cfg["n_base"]
+        if self.cfg["mode"] == "fanout":
+            n = self.final_n[0] = self.final_n.get(0, base) + 1
+            if self.cfg["target"] == "nchan":
+                return b'{"n":%d,"sent_at":%r' % (n, now) + NCHAN_PAD
+            return fan_change(n, now)
+        u = self.rng.randrange(self.users)
+        n = self.final_n[u] = self.final_n.get(u, base) + 1
+        return user_change(u, n, now)
+
+    def user_batch(self, now: float) -> bytes:
+        return b"[" + b",".join(self.change(now) for _ in range(self.cfg["batch"])) + b"]"
+
+    async def generate(self, duration: float) -> None:
+        """Queue ``rate`` changes a second for ``duration`` seconds."""
+        loop = asyncio.get_running_loop()
+        rate = self.cfg["rate"]
+        t0 = loop.time()
+        made = 0
+        while True:
+            now = loop.time()
+            if now - t0 >= duration:
+                break
+            due = int((now - t0) * rate) + 1 - made
+            stamp = time.time()
+            for _ in range(due):
+                self.queue.append(self.change(stamp))
+            made += max(0, due)
+            self.wake.set()
+            await asyncio.sleep(max(0.001, t0 + made / rate - loop.time()))
+        self.generating = False
+        self.wake.set()
+
+    async def run(self, duration: float) -> None:
+        cfg = self.cfg
+        conn = await connect(self.host, self.port)
+        self.started_at = time.time()
+        try:
+            if cfg["target"] == "nchan":
+                await self._pipelined(conn, duration)
+            else:
+                await self._batched(conn, duration)
+        finally:
+            self.ended_at = time.time()
+            conn.close()
+
+    async def _batched(self, conn: HttpConn, duration: float) -> None:
+        cfg = self.cfg
+        self.wake = asyncio.Event()
+        self.generating = cfg["rate"] > 0
+        gen = asyncio.create_task(self.generate(duration)) if self.generating else None
+        end = asyncio.get_running_loop().time() + duration
+        limit = cfg["max_batch"]
+        while True:
+            if gen is None:
+                if asyncio.get_running_loop().time() >= end:
+                    break
+                for _ in range(cfg["batch"]):
+                    self.queue.append(self.change(time.time()))
+            elif not self.queue:
+                if not self.generating:
+                    break
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            count = min(limit, len(self.queue))
+            body = b"[" + b",".join(self.queue.popleft() for _ in range(count)) + b"]"
+            sent = time.time()
+            fut = conn.request(post("/api/publish", body))
+            self.published += count
+            self.requests += 1
+            try:
+                await fut
+            except HttpError:
+                pass
+            self._done(fut, sent, count)
+        if gen is not None:
+            await gen
+
+    async def _pipelined(self, conn: HttpConn, duration: float) -> None:
+        cfg = self.cfg
+        rate = cfg["rate"]
+        interval = 1.0 / rate if rate > 0 else 0.0
+        pending: set[asyncio.Future] = set()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        k = 0
+        while True:
+            now = loop.time()
+            if now - t0 >= duration:
+                break
+            due = t0 + k * interval
+            if due > now:
+                await asyncio.sleep(due - now)
+            while len(pending) >= cfg["inflight"]:
+                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            sent = time.time()
+            fut = conn.request(post(f"/pub/{FAN_CHANNEL}", self.change(sent)))
+            fut.add_done_callback(lambda f, sent=sent: self._done(f, sent, 1))
+            pending.add(fut)
+            self.published += 1
+            self.requests += 1
+            k += 1
+        if pending:
+            await asyncio.wait(pending, timeout=30)
+
+    def _done(self, fut: asyncio.Future, sent: float, count: int) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            self.errors += 1
+            return
+        resp = fut.result()
+        self.latency.add(resp.at - sent)
+        if 200 <= resp.status < 300:
+            self.accepted += count
+        else:
+            self.errors += 1
+
+
+class AmqpPublisher(Publisher):
+    """The same changes, published to the AMQP fanout exchange with pika."""
+
+    async def run(self, duration: float) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._blocking, duration)
+
+    def _blocking(self, duration: float) -> None:
+        import pika  # optional bench dependency
+        cfg = self.cfg
+        params = pika.URLParameters(cfg["amqp"])
+        connection = pika.BlockingConnection(params)
+        channel = connection.channel()
+        # transient messages: the broker's disk is not what is measured
+        props = pika.BasicProperties(content_type="application/json", delivery_mode=1)
+        rate = cfg["rate"]
+        interval = cfg["batch"] / rate if rate > 0 else 0.0
+        self.started_at = time.time()
+        t0 = time.monotonic()
+        k = 0
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= t0 + duration or (cfg["count"] and self.published >= cfg["count"]):
+                    break
+                due = t0 + k * interval
+                if due > now:
+                    time.sleep(due - now)
+                body = self.user_batch(time.time())
+                if cfg["batch"] == 1:
+                    body = body[1:-1]
+                channel.basic_publish(cfg["exchange"], "", body, props)
+                self.published += cfg["batch"]
+                self.accepted += cfg["batch"]
+                self.requests += 1
+                k += 1
+                if k % 200 == 0:
+                    connection.process_data_events(0)
+        finally:
+            self.ended_at = time.time()
+            connection.close()
+
+
+def fan_change(n: int, now: float) -> bytes:
+    return (b'{"type":"Stream","action":"upsert","obj":{"id":%d,"n":%d,"sent_at":%r,'
+            b'"user_id":-1,"live":true,"public":true,"created_at":"%s"}}'
+            % (OBJ_ID, n, now, FAN_CREATED_AT.encode()))
+
+
+def user_change(user: int, n: int, now: float) -> bytes:
+    return (b'{"type":"Stream","action":"upsert","obj":{"id":%d,"n":%d,"sent_at":%r,'
+            b'"user_id":%d,"live":true,"public":true,"created_at":"%s"}}'
+            % (USER_OBJ_BASE + user, n, now, user, CREATED_AT.encode()))
+
+
+# ---------------------------------------------------------------------------
+# the coordinator
+
+
+def fmt_s(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v * 1000:.1f}ms" if v < 1 else f"{v:.2f}s"
+
+
+class Coordinator:
+    def __init__(self, cfg: dict) -> None:
+        self.cfg = cfg
+        self.snapshots: dict[int, dict] = {}
+        self.finals: dict[int, dict] = {}
+        self.history: list[tuple[float, int, float, int]] = []  # (at, answers, cpu, events)
+        self.phases: dict[str, float] = {}
+        self.publisher: Publisher | None = None
+        self.tty = sys.stderr.isatty()
+        self._last_line = 0.0
+        self.label = cfg.get("label") or f"{cfg['target']} {cfg['mode']} {cfg['sessions']}"
+
+    def mark(self, phase: str) -> None:
+        """Note a phase; the driver reads these lines to time its samples."""
+        self.phases[phase] = time.time()
+        if self.cfg.get("phase_lines"):
+            print(f"PHASE {phase} {self.phases[phase]:.3f}", flush=True)
+
+    # -- figures across workers -----------------------------------------------------
+    def total(self, name: str, source: dict | None = None) -> Any:
+        src = source if source is not None else self.snapshots
+        return sum(s["stats"][name] for s in src.values())
+
+    def hist(self, source: dict | None = None) -> Histogram:
+        h = Histogram()
+        for s in (source if source is not None else self.snapshots).values():
+            h.merge(s["hist"])
+        return h
+
+    def status_line(self, force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self._last_line < (1.0 if self.tty else 5.0):
+            return
+        self._last_line = now
+        if not self.snapshots:
+            return
+        h = self.hist()
+        pub = ""
+        if self.publisher is not None and self.publisher.started_at:
+            sent = self.publisher.published
+            span = max(1e-3, (self.publisher.ended_at or now) - self.publisher.started_at)
+            pub = f" | published {sent:,} ({sent / span:,.0f}/s)"
+        errors = sum(sum(s["stats"]["errors"].values()) for s in self.snapshots.values())
+        line = (f"[{self.label}] connected {self.total('connected'):,}/{self.cfg['sessions']:,}"
+                f" | answers {self.total('answers'):,} | events {self.total('events'):,}"
+                f" | p50 {fmt_s(h.percentile(50))} p99 {fmt_s(h.percentile(99))}"
+                f" | gaps {self.total('gap_events'):,} dups {self.total('duplicates'):,}"
+                f" errors {errors:,}{pub}")
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + line[:200])
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    # -- the run ----------------------------------------------------------------------
+    def spawn(self) -> None:
+        cfg = self.cfg
+        ctx = multiprocessing.get_context("fork")
+        n, w = cfg["sessions"], cfg["workers"]
+        self.procs = []
+        self.pipes = []
+        for i in range(w):
+            indices = range(i * n // w, (i + 1) * n // w)
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=worker_process, args=(cfg, indices, child), daemon=True)
+            p.start()
+            child.close()
+            self.procs.append(p)
+            self.pipes.append(parent)
+
+    def _on_pipe(self, i: int) -> None:
+        try:
+            msg = self.pipes[i].recv()
+        except (EOFError, OSError):
+            asyncio.get_running_loop().remove_reader(self.pipes[i].fileno())
+            return
+        self.snapshots[i] = msg
+        if msg["kind"] == "final":
+            self.finals[i] = msg
+        if i == 0:
+            self.history.append((msg["at"], self.total("answers"), self.total("cpu"),
+                                 self.total("events")))
+
+    async def wait_for(self, cond, seconds: float, step: float = 0.2) -> bool:
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if cond():
+                return True
+            self.status_line()
+            await asyncio.sleep(step)
+        return cond()
+
+    async def run(self) -> dict:
+        cfg = self.cfg
+        loop = asyncio.get_running_loop()
+        for i, p in enumerate(self.pipes):
+            loop.add_reader(p.fileno(), self._on_pipe, i)
+        self.mark("start")
+        n = cfg["sessions"]
+
+        def set_up() -> bool:
+            return (len(self.snapshots) == len(self.pipes) and
+                    self.total("connected") + self.total("setup_errors") >= n)
+        await self.wait_for(set_up, cfg["setup_timeout"], step=0.05)
+        self.mark("set_up")
+        if cfg["mode"] == "answers":
+            await self.queue_waiting_events()
+        for p in self.pipes:
+            p.send("go")
+        await self.wait_for(lambda: self.total("polling") >= self.total("connected"), 60,
+                            step=0.05)
+        self.mark("connected")
+        self.status_line(force=True)
+
+        if cfg["mode"] == "answers":
+            await asyncio.sleep(cfg["duration"])
+            self.mark("answers_end")
+        elif cfg["mode"] == "held":
+            first_min = min((s["stats"]["first_poll_at_min"] or time.time()
+                             for s in self.snapshots.values()), default=time.time())
+            # the server parks the last polls a little after they were sent
+            self.phases["idle_from"] = self.phases["connected"] + 2.0
+            self.phases["idle_to"] = max(self.phases["idle_from"],
+                                         first_min + cfg["timeout"] - 0.5)
+            await self.wait_for(lambda: self.total("first_answered") >= self.total("connected"),
+                                cfg["timeout"] + 15 + max(0.0, first_min - time.time()))
+            self.mark("answered")
+        else:
+            await asyncio.sleep(cfg["settle"])
+            self.publisher = AmqpPublisher(cfg) if cfg["mode"] == "amqp" else Publisher(cfg)
+            self.mark("publish_start")
+            task = asyncio.create_task(self.publisher.run(cfg["duration"]))
+            while not task.done():
+                self.status_line()
+                await asyncio.sleep(0.2)
+            await task
+            self.mark("publish_end")
+            expected = self.expected()
+            progress = [self.total("events"), time.time()]
+
+            def drained() -> bool:
+                got = self.total("events")
+                if got != progress[0]:
+                    progress[:] = [got, time.time()]
+                return got >= expected or time.time() - progress[1] > cfg["quiet"]
+            await self.wait_for(drained, cfg["drain"])
+            self.mark("drained")
+        self.status_line(force=True)
+        if self.tty:
+            sys.stderr.write("\n")
+        for p in self.pipes:
+            try:
+                p.send("stop")
+            except OSError:
+                pass
+        await self.wait_for(lambda: len(self.finals) == len(self.pipes), 30)
+        self.mark("end")
+        for p in self.procs:
+            p.join(5)
+        return self.result()
+
+    async def queue_waiting_events(self, count: int = 10) -> None:
+        """``count`` changes of the shared object: every session has them waiting."""
+        cfg = self.cfg
+        u = urlsplit(cfg["url"])
+        conn = await connect(u.hostname, u.port or 80)
+        base = cfg["n_base"]
+        for n in range(base + 1, base + 1 + count):
+            if cfg["target"] == "nchan":
+                req = post(f"/pub/{FAN_CHANNEL}",
+                           b'{"n":%d,"sent_at":%r' % (n, time.time()) + NCHAN_PAD)
+            else:
+                req = post("/api/publish", fan_change(n, time.time()))
+            await conn.request(req)
+        conn.close()
+        await asyncio.sleep(0.5)
+
+    def failed(self) -> set[int]:
+        out: set[int] = set()
+        for s in self.snapshots.values():
+            out.update(s["stats"]["failed_sessions"])
+        return out
+
+    def expected(self) -> int:
+        cfg, pub = self.cfg, self.publisher
+        if pub is None:
+            return 0
+        ok = cfg["sessions"] - len(self.failed())
+        base = cfg["n_base"]
+        if cfg["mode"] == "fanout":
+            return (pub.final_n.get(0, base) - base) * ok
+        k, failed, fn = cfg["subs"], self.failed(), pub.final_n
+        return sum(fn.get(u, base) - base for i in range(cfg["sessions"]) if i not in failed
+                   for u in range(i * k, i * k + k))
+
+    def window_rate(self, start: float, end: float, index: int) -> float | None:
+        """Per-second rate of a history figure between two instants."""
+        pts = [p for p in self.history if start - 0.5 <= p[0] <= end + 1.0]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        return (pts[-1][index] - pts[0][index]) / (pts[-1][0] - pts[0][0])
+
+    def result(self) -> dict:
+        cfg = self.cfg
+        src = self.finals or self.snapshots
+        h = self.hist(src)
+        t = lambda name: self.total(name, src)  # noqa: E731
+        errors: dict[str, int] = {}
+        for s in src.values():
+            for k, v in s["stats"]["errors"].items():
+                errors[k] = errors.get(k, 0) + v
+        res: dict[str, Any] = {
+            "target": cfg["target"], "mode": cfg["mode"], "sessions": cfg["sessions"],
+            "subs": cfg["subs"] if cfg["mode"] in ("users", "amqp") else 1,
+            "rate": cfg["rate"], "batch": cfg["batch"], "duration": cfg["duration"],
+            "timeout": cfg["timeout"], "workers": cfg["workers"],
+            "phases": self.phases, "connected": t("connected"),
+            "setup_errors": t("setup_errors"),
+            "setup_seconds": self.phases["set_up"] - self.phases["start"],
+            "poll_start_seconds": self.phases["connected"] - self.phases["set_up"],
+            "answers": t("answers"), "empty_answers": t("empty_answers"),
+            "events": t("events"), "duplicates": t("duplicates"), "gap_events": t("gap_events"),
+            "resets": t("resets"), "pings": t("pings"), "other_events": t("other_events"),
+            "bytes_in": t("bytes_in"), "errors": errors, "latency": h.summary(),
+            "loadgen_cpu_seconds": t("cpu"),
+        }
+        if cfg["mode"] == "held":
+            firsts = [s["stats"] for s in src.values()]
+            res["held"] = {
+                "answered": t("first_answered"), "on_time": t("first_on_time"),
+                "early": t("first_early"), "late": t("first_late"),
+                "min": min((f["first_min"] for f in firsts if f["first_min"] is not None),
+                           default=None),
+                "max": max((f["first_max"] for f in firsts if f["first_max"] is not None),
+                           default=None)}
+        if cfg["mode"] == "answers":
+            span = self.phases["answers_end"] - self.phases["connected"]
+            res["answers_per_s"] = (t("answers") - t("empty_answers")) / span
+            res["answer_bytes"] = t("bytes_in") / max(1, t("answers"))
+        pub = self.publisher
+        if pub is not None:
+            span = max(1e-6, pub.ended_at - pub.started_at)
+            expected = self.expected()
+            res.update({
+                "published": pub.published, "publish_accepted": pub.accepted,
+                "publish_errors": pub.errors, "publish_requests": pub.requests,
+                "publish_rate": pub.published / span,
+                "publish_latency": pub.latency.summary(),
+                "expected": expected, "lost": max(0, expected - t("events")),
+                "loadgen_cpu_pct": (self.window_rate(self.phases["publish_start"],
+                                                     self.phases["publish_end"], 2) or 0) * 100,
+                "last_event_at": max((s["stats"]["last_event_at"] for s in src.values()),
+                                     default=0.0),
+                "events_per_s_publishing": self.window_rate(self.phases["publish_start"],
+                                                            self.phases["publish_end"], 3),
+                "answers_per_s": None, "events_per_s": None,
+            })
+        if pub is not None and res["last_event_at"] > pub.started_at:
+            # from the first change made to the last event received: answers
+            # with events, and distinct events, per second
+            active = res["last_event_at"] - pub.started_at
+            res["active_seconds"] = active
+            res["answers_per_s"] = (t("answers") - t("empty_answers")) / active
+            res["events_per_s"] = res["delivered_per_s"] = t("events") / active
+        return res
+
+
+def make_config(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", choices=["pushengine", "nchan"], default="pushengine")
+    p.add_argument("--url", default="http://127.0.0.1:8080")
+    p.add_argument("--mode", choices=["held", "fanout", "users", "amqp", "answers"],
+                   default="fanout")
+    p.add_argument("--sessions", type=int, default=100)
+    p.add_argument("--subs", type=int, default=50, help="user views per session (users, amqp)")
+    p.add_argument("--rate", type=float, default=10.0,
+                   help="changes per second (0: as fast as the server takes them)")
+    p.add_argument("--batch", type=int, default=1,
+                   help="changes per AMQP message; with --rate 0, per POST")
+    p.add_argument("--max-batch", type=int, default=1000,
+                   help="most changes in one POST /api/publish (the queue is sent in batches)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds of publishing")
+    p.add_argument("--count", type=int, default=0,
+                   help="publish at most this many changes (0: no limit; amqp)")
+    p.add_argument("--timeout", type=float, default=20.0, help="get_events timeout, s")
+    p.add_argument("--workers", type=int, default=0,
+                   help="loadgen processes (0: one per 5,000 sessions, at most 4)")
+    p.add_argument("--inflight", type=int, default=64,
+                   help="nchan publish requests in flight (pipelined)")
+    p.add_argument("--connect-concurrency", type=int, default=128)
+    p.add_argument("--setup-timeout", type=float, default=120.0)
+    p.add_argument("--settle", type=float, default=1.0, help="seconds between setup and publish")
+    p.add_argument("--drain", type=float, default=20.0, help="longest wait for the last events")
+    p.add_argument("--quiet", type=float, default=5.0,
+                   help="stop draining after this many seconds without an event")
+    p.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/")
+    p.add_argument("--exchange", default="pushengine.changes")
+    p.add_argument("--report-interval", type=float, default=1.0,
+                   help="seconds between the workers' reports to the coordinator")
+    p.add_argument("--label", default="")
+    p.add_argument("--json-out", default="")
+    p.add_argument("--phase-lines", action="store_true",
+                   help="print 'PHASE name time' lines on stdout as the run goes")
+    a = p.parse_args(argv)
+    if a.target == "nchan" and a.mode not in ("held", "fanout", "answers"):
+        p.error("nchan has the held, fanout and answers modes only")
+    cfg = {k.replace("-", "_"): v for k, v in vars(a).items()}
+    if cfg["workers"] <= 0:
+        cfg["workers"] = min(4, max(1, math.ceil(a.sessions / 5_000)))
+    # every n this run publishes is above those of earlier runs on the same server
+    cfg["n_base"] = int(time.time() * 1000)
+    cfg["workers"] = min(cfg["workers"], max(1, a.sessions))
+    return cfg
+
+
+def seed_fanout(cfg: dict) -> None:
+    """Put the shared object (n = 0) in the limit-1 view before anyone subscribes."""
+    if cfg["target"] != "pushengine" or cfg["mode"] not in ("fanout", "held", "answers"):
+        return
+    req = urllib.request.Request(cfg["url"] + "/api/publish",
+                                 fan_change(cfg["n_base"], time.time()),
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def run(cfg: dict) -> dict:
+    """Run one load (also used in process by the driver and the tests)."""
+    raise_nofile()
+    seed_fanout(cfg)
+    c = Coordinator(cfg)
+    c.spawn()
+    try:
+        return asyncio.run(c.run())
+    finally:
+        for p in c.procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(5)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = make_config(argv)
+    # stopped by the driver: end the workers too (run's finally)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    result = run(cfg)
+    text = json.dumps(result, indent=2)
+    if cfg["json_out"]:
+        with open(cfg["json_out"], "w") as f:
+            f.write(text)
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

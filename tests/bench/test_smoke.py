@@ -1,0 +1,194 @@
+"""Smoke runs of the benchmark suite: the scripts in bench/ must keep working.
+
+Each scenario runs with a handful of sessions for a couple of seconds through
+``bench/driver.py``'s ``run_one`` (the server as a subprocess, the load
+generator as another): nothing may be lost or duplicated. The nchan runs need
+the Debian packages nginx and libnginx-mod-nchan; the AMQP run needs RabbitMQ
+and pika.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import driver  # noqa: E402
+import loadgen  # noqa: E402
+import nchan as nchan_bench  # noqa: E402
+import scenarios  # noqa: E402
+from tests.services import require_program, require_service, unavailable  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+SMOKE = {(r.group, r.target): r for r in scenarios.suite("smoke")}
+RESULTS: dict[tuple[str, str], dict] = {}
+
+
+def run(group: str, target: str) -> dict:
+    key = (group, target)
+    if key not in RESULTS:
+        RESULTS[key] = driver.run_one(SMOKE[key], quiet=True)
+    r = RESULTS[key]
+    assert "error" not in r, r
+    return r
+
+
+def assert_delivered(r: dict) -> None:
+    lg = r["loadgen"]
+    assert lg["errors"] == {}, lg["errors"]
+    assert lg["connected"] == r["sessions"]
+    assert lg["published"] > 0 and lg["expected"] > 0
+    assert lg["lost"] == 0 and lg["gap_events"] == 0, lg
+    assert lg["duplicates"] == 0
+    assert lg["events"] == lg["expected"]
+    assert lg["latency"]["count"] == lg["events"]
+    assert 0 < lg["latency"]["p50"] <= lg["latency"]["p99"] <= lg["latency"]["max"] < 5
+
+
+def assert_held(r: dict) -> None:
+    lg = r["loadgen"]
+    assert lg["errors"] == {}, lg["errors"]
+    h = lg["held"]
+    assert h["answered"] == h["on_time"] == r["sessions"], h
+    assert r["bytes_per_session"] is not None and r["rss_held_kb"] > 0
+
+
+def require_nchan() -> None:
+    require_program("nginx")
+    missing = nchan_bench.available()
+    if missing:
+        unavailable(missing)
+
+
+# -- pieces of the load generator, no server -----------------------------------
+
+
+def test_histogram_percentiles():
+    h = loadgen.Histogram()
+    for ms in range(1, 1001):
+        h.add(ms / 1000)
+    s = h.summary()
+    assert s["count"] == 1000 and s["max"] == 1.0
+    assert s["p50"] == pytest.approx(0.5, rel=0.03)
+    assert s["p99"] == pytest.approx(0.99, rel=0.03)
+    other = loadgen.Histogram.from_dict(json.loads(json.dumps(h.to_dict())))
+    other.merge(h)
+    assert other.count == 2000 and other.percentile(50) == pytest.approx(0.5, rel=0.03)
+
+
+def test_http_parser_chunked_pipelined_and_split():
+    async def go():
+        conn = loadgen.HttpConn()
+
+        class Transport:
+            def write(self, data):
+                pass
+
+            def is_closing(self):
+                return False
+        conn.transport = Transport()
+        first, second = conn.request(b"x"), conn.request(b"y")
+        wire = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+                b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nEtag: 3\r\n\r\n")
+        for i in range(0, len(wire), 7):   # arrives in small pieces
+            conn.data_received(wire[i:i + 7])
+        a, b = await first, await second
+        assert (a.status, a.body) == (200, b"hello world")
+        assert (b.status, b.body, b.headers[b"etag"]) == (408, b"", b"3")
+    asyncio.run(go())
+
+
+def test_event_parsing_fast_and_slow_paths_agree():
+    body = (b'{"jsonrpc":"2.0","result":['
+            b'{"seq":1,"key":"K","action":"update","obj":{"id":1,"n":5,"sent_at":1.5},'
+            b'"old":{"id":1,"n":4,"sent_at":1.0}},'
+            b'{"seq":2,"key":"K","action":"ping"},'
+            b'{"seq":3,"key":"K","action":"reset","obj":[{"id":1,"n":7,"sent_at":2.5}]}'
+            b'],"id":1}')
+    fast = loadgen.EVENT_RE.findall(body)
+    assert fast == loadgen.Session._slow(body)
+    assert [m[4] for m in fast] == [b"5", b"", b"7"]
+
+
+def test_scenarios_build_loadgen_arguments():
+    for run_ in scenarios.suite("full") + scenarios.suite("smoke"):
+        cfg = loadgen.make_config(run_.loadgen_args("http://127.0.0.1:1"))
+        assert cfg["sessions"] == run_.sessions and cfg["mode"] == run_.group
+    assert scenarios.max_held() <= 20_000
+
+
+# -- round trips against the engine -------------------------------------------
+
+
+def test_engine_held_polls_answered_at_their_timeout():
+    assert_held(run("held", "pushengine"))
+
+
+def test_engine_fanout_loses_nothing():
+    r = run("fanout", "pushengine")
+    assert_delivered(r)
+    assert r["loadgen"]["answers_per_s"] > 0 and r["cpu_pct"] is not None
+    assert r["metrics_end"]["pushengine_changes_total"] >= r["loadgen"]["published"]
+
+
+def test_engine_answers_with_events_waiting():
+    r = run("answers", "pushengine")
+    lg = r["loadgen"]
+    assert lg["errors"] == {} and lg["empty_answers"] == 0
+    assert lg["answers"] > 0 and lg["answers_per_s"] > 0 and lg["answer_bytes"] > 100
+
+
+def test_engine_per_user_views_lose_nothing():
+    r = run("users", "pushengine")
+    assert_delivered(r)
+    assert r["loadgen"]["expected"] == r["loadgen"]["published"]  # one subscriber per user
+
+
+def test_engine_amqp_ingest_loses_nothing():
+    require_service("RabbitMQ", "127.0.0.1", 5672)
+    pytest.importorskip("pika")
+    why = driver.amqp_unavailable()
+    if why:
+        pytest.skip(why)
+    assert_delivered(run("amqp", "pushengine"))
+
+
+# -- nchan, the peer ----------------------------------------------------------------
+
+
+def test_nchan_held_polls_answered_at_their_timeout():
+    require_nchan()
+    assert_held(run("held", "nchan"))
+
+
+def test_nchan_fanout_loses_nothing():
+    require_nchan()
+    assert_delivered(run("fanout", "nchan"))
+
+
+# -- reporting ----------------------------------------------------------------------
+
+
+def test_report_comparison_and_plot(tmp_path):
+    results = [run("held", "pushengine"), run("fanout", "pushengine")]
+    if ("fanout", "nchan") in RESULTS:
+        results += [RESULTS[("held", "nchan")], RESULTS[("fanout", "nchan")]]
+    rows = driver.compare(results)
+    assert {row["name"] for row in rows} == {"held-20", "fanout-20-20/s"}
+    for r in results:
+        assert driver.describe(r)
+    driver.print_comparison(rows)
+    pytest.importorskip("matplotlib")
+    import plot
+    out = plot.plot({"machine": driver.machine(), "runs": results}, str(tmp_path / "p.png"))
+    with open(out, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
