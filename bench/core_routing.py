@@ -26,6 +26,8 @@ from pushengine.api import Api  # noqa: E402
 from pushengine.auth import TokenVerifier  # noqa: E402
 from pushengine.changes import Change  # noqa: E402
 from pushengine.engine import Engine  # noqa: E402
+from pushengine.memcache import InMemoryCache  # noqa: E402
+from pushengine.online import OnlineCounter  # noqa: E402
 from pushengine.rpc import Dispatcher  # noqa: E402
 from pushengine.sessions import SessionSettings  # noqa: E402
 from pushengine.stores.memory import MemoryStore  # noqa: E402
@@ -104,7 +106,7 @@ def bench_shared(views: int, per_view: int, changes: int) -> dict:
 
 def bench_get_events(rounds: int, waiting: int) -> dict:
     engine = new_engine()
-    api = Api(engine, TokenVerifier(None))
+    api = Api(engine, TokenVerifier(None), OnlineCounter(InMemoryCache(reactor), reactor))
     dispatcher = Dispatcher(api.methods())
     s = subscribe(engine, "PublicLiveStreamView", {}, 50)
     engine.apply_changes([Change("Stream", "upsert", i, stream(i, 1)) for i in range(waiting)])
@@ -113,8 +115,7 @@ def bench_get_events(rounds: int, waiting: int) -> dict:
     size = 0
     t0 = time.perf_counter()
     for _ in range(rounds):
-        d = dispatcher.handle(body)
-        size = len(d.result)
+        size = len(dispatcher.handle(body))
     elapsed = time.perf_counter() - t0
     return {"scenario": f"get_events, {waiting} events waiting (dispatcher only)",
             "answers/s": rounds / elapsed, "answer bytes": size}

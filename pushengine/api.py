@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.logger import Logger
 
 from pushengine.auth import TokenVerifier
@@ -49,14 +49,18 @@ class Api:
         self.hooks: list[Any] = []
 
     # -- helpers -------------------------------------------------------------
-    def _session(self, sid: Any, ack: int | None = None) -> Deferred:
-        """Fire with the session; try to resume it from the registry first."""
+    def _with_session(self, sid: Any, then: Callable[[Any], Any],
+                      ack: int | None = None) -> Any:
+        """``then(session)`` for a session this node holds, at once (no
+        Deferred on the hot path); otherwise a Deferred that first resumes
+        it from the cluster registry."""
         try:
-            return succeed(self.sessions.get(sid))
+            session = self.sessions.get(sid)
         except Exception as e:
             if self.resume is None or not isinstance(sid, str):
                 raise e
-            return self.resume(sid, ack)
+            return self.resume(sid, ack).addCallback(then)
+        return then(session)
 
     def _tell(self, event: str, session: Any) -> list[Deferred]:
         """Call the hooks; a failing hook never fails the client's call.
@@ -117,14 +121,14 @@ class Api:
             return gatherResults(waits, consumeErrors=True).addBoth(lambda _: session.id)
         return session.id
 
-    def session_destroy(self, sid: Any) -> Deferred:
+    def session_destroy(self, sid: Any) -> Any:
         def destroy(session):
             self.sessions.destroy(session)
             self._tell("destroyed", session)
             return True
-        return self._session(sid).addCallback(destroy)
+        return self._with_session(sid, destroy)
 
-    def session_authorize(self, sid: Any, token: Any) -> Deferred:
+    def session_authorize(self, sid: Any, token: Any) -> Any:
         def authorize(session):
             user = self.tokens.user(token)
             if session.user is not None and session.user != user:
@@ -132,10 +136,10 @@ class Api:
             session.user = user
             self._tell("changed", session)
             return user
-        return self._session(sid).addCallback(authorize)
+        return self._with_session(sid, authorize)
 
     def session_subscribe(self, sid: Any, view: Any, params: Any = None,
-                          limit: Any = None) -> Deferred:
+                          limit: Any = None) -> Any:
         def subscribe(session):
             if not isinstance(view, str) or view not in self.engine.catalog.views:
                 raise UnknownView(f"unknown view {str(view)[:100]!r}")
@@ -155,17 +159,17 @@ class Api:
                 self._tell("changed", session)
                 return result
             return d.addCallback(subscribed)
-        return self._session(sid).addCallback(subscribe)
+        return self._with_session(sid, subscribe)
 
-    def session_unsubscribe(self, sid: Any, key: Any) -> Deferred:
+    def session_unsubscribe(self, sid: Any, key: Any) -> Any:
         def unsubscribe(session):
             self.sessions.unsubscribe(session, key)
             self._tell("changed", session)
             return True
-        return self._session(sid).addCallback(unsubscribe)
+        return self._with_session(sid, unsubscribe)
 
     def session_get_events(self, sid: Any, timeout: Any = DEFAULT_POLL_TIMEOUT,
-                           ack: Any = None) -> Deferred:
+                           ack: Any = None) -> Any:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
                 or not _finite(timeout) or timeout < 0:
             raise BadParams("timeout must be a number of seconds, 0 or more")
@@ -194,7 +198,7 @@ class Api:
             self._count_online(session)
             self._tell("polled", session)
             return self.sessions.get_events(session, float(timeout), ack)
-        return self._session(sid, ack).addCallback(poll)
+        return self._with_session(sid, poll, ack)
 
     def stats_online(self, key: Any = None) -> Deferred:
         if key is not None and not isinstance(key, str):

@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 (and the legacy answer form) over any transport.
 
-``Dispatcher.handle(body)`` decodes a request body, runs each call and fires
-with the encoded answer. Results that are ``RawJSON`` are spliced in as they
+``Dispatcher.handle(body)`` decodes a request body, runs each call and gives
+the encoded answer (or a Deferred of it when a call waits). Results that are ``RawJSON`` are spliced in as they
 are, so events encoded once are not encoded again. A request without
 ``"jsonrpc": "2.0"`` is legacy: its answer is ``[result]`` and its error
 ``{"faultCode": ..., "faultString": ...}``.
@@ -13,7 +13,7 @@ import json
 import math
 from typing import Any, Callable
 
-from twisted.internet.defer import CancelledError, Deferred, gatherResults, maybeDeferred
+from twisted.internet.defer import CancelledError, Deferred, gatherResults, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -84,8 +84,10 @@ class Dispatcher:
         self.max_batch = max_batch
         self.on_error = on_error or (lambda code: None)
 
-    def handle(self, body: bytes) -> Deferred:
-        """Fire with the answer's bytes, or None when nothing is to be sent."""
+    def handle(self, body: bytes) -> bytes | None | Deferred:
+        """The answer's bytes, or None when nothing is to be sent; a Deferred
+        firing with either when a call waits (a long-poll, a store query).
+        Calls that answer at once cost no Deferred at all: every poll is one."""
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
@@ -100,19 +102,19 @@ class Dispatcher:
             if len(request) > self.max_batch:
                 return self._whole_error(InvalidRequest(
                     f"a batch may hold at most {self.max_batch} calls"))
-            d = gatherResults([self._one(call) for call in request])
-            d.addCallback(lambda answers: [a for a in answers if a is not None])
-            d.addCallback(lambda answers: ("[" + ",".join(answers) + "]").encode("utf-8")
-                          if answers else None)
-            return d
-        d = self._one(request)
-        d.addCallback(lambda answer: answer.encode("utf-8") if answer is not None else None)
-        return d
+            answers = [self._one(call) for call in request]
+            if any(isinstance(a, Deferred) for a in answers):
+                d = gatherResults([a if isinstance(a, Deferred) else succeed(a)
+                                   for a in answers])
+                return d.addCallback(_join)
+            return _join(answers)
+        answer = self._one(request)
+        if isinstance(answer, Deferred):
+            return answer.addCallback(_utf8)
+        return _utf8(answer)
 
-    def _whole_error(self, error: ApiError) -> Deferred:
-        d: Deferred = Deferred()
-        d.callback(self._error_text(error, None, modern=True).encode("utf-8"))
-        return d
+    def _whole_error(self, error: ApiError) -> bytes:
+        return self._error_text(error, None, modern=True).encode("utf-8")
 
     def _error_text(self, error: ApiError, id_: Any, modern: bool) -> str:
         self.on_error(error.code)
@@ -121,26 +123,22 @@ class Dispatcher:
                 "code": error.code, "message": error.message}, "id": id_})
         return _encoder.encode({"faultCode": error.code, "faultString": error.message})
 
-    def _one(self, call: Any) -> Deferred:
-        """Run one call; fire with its encoded answer or None (notification)."""
+    def _one(self, call: Any) -> str | None | Deferred:
+        """Run one call: its encoded answer, None (a notification), or a
+        Deferred firing with either."""
         if not isinstance(call, dict):
-            return _fired(self._error_text(InvalidRequest("a call must be an object"), None, True))
+            return self._error_text(InvalidRequest("a call must be an object"), None, True)
         modern = "jsonrpc" in call
         id_ = call.get("id")
         if modern and call["jsonrpc"] != "2.0":
-            return _fired(self._error_text(InvalidRequest("jsonrpc must be \"2.0\""), None, True))
+            return self._error_text(InvalidRequest("jsonrpc must be \"2.0\""), None, True)
         if not _valid_id(id_):
-            return _fired(self._error_text(InvalidRequest("id must be a string, number or null"),
-                                           None, modern))
+            return self._error_text(InvalidRequest("id must be a string, number or null"),
+                                    None, modern)
         notification = modern and "id" not in call
         method_name = call.get("method")
         if not isinstance(method_name, str):
-            return _fired(self._error_text(InvalidRequest("method must be a string"), id_, modern))
-        method = self.methods.get(method_name)
-        if method is None:
-            d = _failed(MethodNotFound(f"unknown method {method_name[:100]!r}"))
-        else:
-            d = maybeDeferred(method.call, call.get("params"))
+            return self._error_text(InvalidRequest("method must be a string"), id_, modern)
 
         def answered(result: Any) -> str | None:
             if notification:
@@ -164,17 +162,22 @@ class Dispatcher:
                 error = ApiError("internal error")
             return None if notification else self._error_text(error, id_, modern)
 
-        d.addCallbacks(answered, failed)
-        return d
+        method = self.methods.get(method_name)
+        try:
+            if method is None:
+                raise MethodNotFound(f"unknown method {method_name[:100]!r}")
+            result = method.call(call.get("params"))
+        except Exception:
+            return failed(Failure())
+        if isinstance(result, Deferred):
+            return result.addCallbacks(answered, failed)
+        return answered(result)
 
 
-def _fired(value: Any) -> Deferred:
-    d: Deferred = Deferred()
-    d.callback(value)
-    return d
+def _utf8(answer: str | None) -> bytes | None:
+    return None if answer is None else answer.encode("utf-8")
 
 
-def _failed(error: Exception) -> Deferred:
-    d: Deferred = Deferred()
-    d.errback(error)
-    return d
+def _join(answers: list) -> bytes | None:
+    answers = [a for a in answers if a is not None]
+    return ("[" + ",".join(answers) + "]").encode("utf-8") if answers else None

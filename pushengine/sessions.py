@@ -6,6 +6,7 @@ expiry, poll timeouts and pings with ``twisted.internet.task.Clock``.
 from __future__ import annotations
 
 import secrets
+from functools import partial
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -215,7 +216,9 @@ class SessionManager:
             self._arm_expiry(session)
             return self._take(session, ack is not None)
         self._disarm_expiry(session)
-        poll = Poll(Deferred(lambda d: self._cancelled(session, poll)), ack is not None)
+        # the canceller holds the session, not the poll: no reference cycle
+        # for the collector to find after every answer
+        poll = Poll(Deferred(partial(self._cancelled, session)), ack is not None)
         poll.timer = self.clock.callLater(timeout, self._timed_out, session, poll)
         session.poll = poll
         self.waiting += 1
@@ -247,9 +250,10 @@ class SessionManager:
         if session.poll is poll:
             self._answer(session)
 
-    def _cancelled(self, session: Session, poll: Poll) -> None:
+    def _cancelled(self, session: Session, deferred: Deferred) -> None:
         """The client went away mid-poll: drop its waiter."""
-        if session.poll is not poll:
+        poll = session.poll
+        if poll is None or poll.deferred is not deferred:
             return
         session.poll = None
         self.waiting -= 1

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from klein import Klein
-from twisted.internet.defer import CancelledError, maybeDeferred
+from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
@@ -132,7 +132,7 @@ class WebApp:
         if body is None:
             return _json(request, 413, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "the request body is too large"}})
-        d = self.dispatcher.handle(body)
+        result = self.dispatcher.handle(body)
 
         def answer(text: bytes | None) -> bytes:
             request.setHeader(b"content-type", JSON)
@@ -140,7 +140,9 @@ class WebApp:
                 request.setResponseCode(204)
                 return b""
             return text
-        return d.addCallback(answer)
+        if isinstance(result, Deferred):
+            return result.addCallback(answer)
+        return answer(result)
 
     @app.route("/api/jsonrpc", methods=["OPTIONS"])
     @app.route("/api/publish", methods=["OPTIONS"])
