@@ -146,15 +146,7 @@ class EngineServer:
             return ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if self.proc is not None and self.proc.stderr is not None:
-            self.proc.stderr.close()
+        nchan_mod.terminate(self.proc, grace=15)
         self.proc = None
         self.tmp.cleanup()
 

@@ -114,6 +114,21 @@ def wait_port(port: int, seconds: float = 15.0, proc: subprocess.Popen | None = 
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
 
 
+def terminate(proc: "subprocess.Popen | None", grace: float) -> None:
+    """Stop a server process: SIGTERM, SIGKILL after ``grace`` seconds."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    if proc.stderr is not None:
+        proc.stderr.close()
+
+
 @dataclass
 class Nchan:
     """A running nginx+nchan; ``pids()`` are the master and its workers."""
@@ -161,15 +176,7 @@ class Nchan:
             return ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if self.proc is not None and self.proc.stderr is not None:
-            self.proc.stderr.close()
+        terminate(self.proc, grace=10)
         self.proc = None
         if self._tmp is not None:
             self._tmp.cleanup()
