@@ -12,15 +12,7 @@ from pushengine.views.morphology import text_forms, word_forms
 from pushengine.views.registry import ViewRegistry
 from pushengine.views.spec import load_catalog, parse_catalog
 from tests.core.helpers import make_engine, upsert
-
-
-def result(d):
-    out = []
-    d.addBoth(out.append)
-    assert out, "the Deferred has not fired"
-    if hasattr(out[0], "raiseException"):
-        out[0].raiseException()
-    return out[0]
+from tests.deferreds import fired as result
 
 
 def view(**kw):

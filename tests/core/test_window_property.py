@@ -12,6 +12,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.deferreds import fired as _result
 from tests.core.helpers import Replica, decode, delete, make_engine, truth_key, upsert
 
 VIEWS = {
@@ -122,15 +123,6 @@ def test_replay_equals_truth(seed, subs, ops, ack):
                 replica.apply(e)
                 last_seq[session.id] = e["seq"]
             assert replica.ordered() == truth(view, params, user, objects, limit), (view, params)
-
-
-def _result(d):
-    out = []
-    d.addBoth(out.append)
-    assert out, "subscribe did not fire synchronously with the in-process store"
-    if hasattr(out[0], "raiseException"):
-        out[0].raiseException()
-    return out[0]
 
 
 def test_events_are_json():

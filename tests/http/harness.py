@@ -21,16 +21,6 @@ from pushengine.tap import Options
 BASE = "http://127.0.0.1"
 
 
-def fired(d: Deferred) -> Any:
-    """The result of a Deferred that must have fired already."""
-    out: list = []
-    d.addBoth(out.append)
-    assert out, "the Deferred has not fired"
-    if isinstance(out[0], Failure):
-        out[0].raiseException()
-    return out[0]
-
-
 def options(*argv: str) -> Options:
     o = Options(environ={})
     o.parseOptions(["--node-id", "test-node", *argv])

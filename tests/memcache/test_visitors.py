@@ -8,17 +8,9 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from pushengine.memcache import InMemoryCache, SlotCounter, VisitorCounter
+from tests.deferreds import fired as result
 
 T = 60
-
-
-def result(d):
-    out = []
-    d.addBoth(out.append)
-    assert out, "the in-process backend answers at once"
-    if hasattr(out[0], "raiseException"):
-        out[0].raiseException()
-    return out[0]
 
 
 def start_clock(offset: float = 0.0) -> Clock:
