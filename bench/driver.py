@@ -103,7 +103,10 @@ class EngineServer:
         return [twistd, "-n", "--pidfile=", f"--logfile={self.tmp.name}/engine.log",
                 "pushengine", "--port", f"tcp:{self.port}:backlog=4096:interface=127.0.0.1",
                 "--max-timeout", f"{max(60, self.timeout + 10):g}",
-                "--session-timeout", "120", "--ping-interval", "3600", *self.extra]
+                "--session-timeout", "120", "--ping-interval", "3600",
+                # every simulated client shares 127.0.0.1: the per-client
+                # limits (docs/hardening.md) would measure themselves
+                "--client-rate", "0", "--max-client-sessions", "0", *self.extra]
 
     def start(self) -> "EngineServer":
         raise_nofile()  # inherited by the child: its `ulimit -n`

@@ -45,7 +45,8 @@ def publish(port: int, changes: list) -> None:
 def start_engine(port: int, workdir: str, *extra: str) -> subprocess.Popen:
     twistd = shutil.which("twistd", path=os.path.dirname(sys.executable)) or "twistd"
     proc = subprocess.Popen([twistd, "-n", "--pidfile=", f"--logfile={workdir}/engine.log",
-                             "pushengine", "--port", f"tcp:{port}", *extra],
+                             "pushengine", "--port", f"tcp:{port}", "--client-rate", "0",
+                             *extra],
                             cwd=workdir)
     deadline = time.time() + 30
     while time.time() < deadline:

@@ -14,7 +14,7 @@ from twisted.logger import Logger
 
 from pushengine.auth import TokenVerifier
 from pushengine.engine import Engine
-from pushengine.errors import BadParams, NotAuthorized, UnknownView
+from pushengine.errors import BadParams, NotAuthorized, UnknownKey, UnknownView
 from pushengine.rpc import Method
 from pushengine.views.conditions import ParamError
 from pushengine.views.spec import ViewSpec
@@ -80,9 +80,10 @@ class Api:
 
     def methods(self) -> dict[str, Method]:
         m = {
-            "session.create": Method(self.session_create),
+            "session.create": Method(self.session_create, with_caller=True),
             "session.destroy": Method(self.session_destroy),
-            "session.authorize": Method(self.session_authorize),
+            # a token may carry more claims than the 1 KiB other strings get
+            "session.authorize": Method(self.session_authorize, max_string=8192),
             "session.subscribe": Method(self.session_subscribe),
             "session.unsubscribe": Method(self.session_unsubscribe),
             "session.get_events": Method(self.session_get_events),
@@ -110,8 +111,9 @@ class Api:
         d = self.online.touch(session.id, list(session.subs))
         d.addErrback(lambda f: log.failure("counting a session online failed", f))
 
-    def session_create(self) -> str | Deferred:
-        session = self.sessions.create()
+    def session_create(self, caller: Any = None) -> str | Deferred:
+        """``caller`` is the client's address (sessions per client are capped)."""
+        session = self.sessions.create(client=caller)
         self._count_online(session)
         # the next call may reach another node (a balancer hashes on the id,
         # which it did not know for this call): answer once the session
@@ -200,7 +202,28 @@ class Api:
             return self.sessions.get_events(session, float(timeout), ack)
         return self._with_session(sid, poll, ack)
 
-    def stats_online(self, key: Any = None) -> Deferred:
+    def stats_online(self, key: Any = None, sid: Any = None) -> Any:
+        """Sessions online in the service, or in the view ``key``. The figure
+        of a view bound to ``$session.user`` tells whether that user is
+        online: it is answered only to a session subscribed to that key
+        (error 1005 otherwise)."""
         if key is not None and not isinstance(key, str):
             raise BadParams("key must be a view key (a string)")
-        return maybeDeferred(self.online.count, key)
+        if key is None or not self._user_bound(key):
+            return maybeDeferred(self.online.count, key)
+        if sid is None:
+            raise UnknownKey("the figure of a personal view is given to its subscribers "
+                             "only: pass your session id")
+
+        def count(session):
+            if key not in session.subs:
+                raise UnknownKey("this session has no subscription with that key")
+            return maybeDeferred(self.online.count, key)
+        return self._with_session(sid, count)
+
+    def _user_bound(self, key: str) -> bool:
+        name = key.partition("(")[0]
+        spec = self.engine.catalog.views.get(name)
+        # an unknown name is not a key any session can hold; treat it as personal
+        # only when it looks like one (the figure of a non-key is 0 anyway)
+        return spec is not None and spec.needs_user

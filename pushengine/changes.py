@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from pushengine import strictjson
+
 UPSERT = "upsert"
 DELETE = "delete"
 ACTIONS = {"upsert": UPSERT, "insert": UPSERT, "update": UPSERT, "delete": DELETE}
@@ -38,18 +40,23 @@ class Change:
 
 
 def valid_id(value: Any) -> bool:
-    """Object ids are non-empty strings or integers (not booleans)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, str) and 0 < len(value) <= 256
+    """Object ids are non-empty strings of at most 256 characters or integers
+    within ±2**53 (not booleans): what every JSON client reads exactly."""
+    if isinstance(value, str):
+        return 0 < len(value) <= 256
+    return strictjson.safe_id(value)
 
 
-def parse_change(item: Any, id_fields: Mapping[str, str] | None = None) -> Change:
-    """Validate one decoded change; raise MalformedChange with the reason."""
+def parse_change(item: Any, id_fields: Mapping[str, str] | None = None,
+                 checked: bool = False) -> Change:
+    """Validate one decoded change; raise MalformedChange with the reason.
+    ``checked``: the value is known to pass ``strictjson.problem`` already."""
     if not isinstance(item, dict):
         raise MalformedChange("a change must be a JSON object")
+    if not checked:
+        why = strictjson.problem(item)
+        if why is not None:
+            raise MalformedChange(why)
     type_ = item.get("type")
     if not isinstance(type_, str) or not type_:
         raise MalformedChange("'type' must be a non-empty string")
@@ -64,26 +71,21 @@ def parse_change(item: Any, id_fields: Mapping[str, str] | None = None) -> Chang
     id_ = obj.get(id_field)
     if not valid_id(id_):
         raise MalformedChange(
-            f"'obj.{id_field}' must be a non-empty string or an integer")
+            f"'obj.{id_field}' must be a non-empty string or an integer within ±2**53")
     return Change(type_, action, id_, obj)
 
 
-def decode_json(body: bytes | str) -> Any:
-    """Decode a UTF-8 JSON body; raise MalformedChange when it is not one."""
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        try:
-            body = bytes(body).decode("utf-8")
-        except UnicodeDecodeError:
-            raise MalformedChange("the body is not UTF-8") from None
+def decode_json(body: bytes | str) -> tuple[Any, bool]:
+    """Decode a UTF-8 JSON body: ``(value, checked)``, where ``checked`` says
+    the text could not hold anything ``strictjson`` refuses; raise
+    MalformedChange when it is not JSON at all. Values are judged change by
+    change (``parse_change``), so a bad change names its place in a batch."""
     try:
-        return json.loads(body, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):
-        raise MalformedChange("the body is not JSON") from None
-
-
-def _refuse_constant(name: str) -> None:
-    """NaN and Infinity are not JSON: an object holding one could never be sent."""
-    raise ValueError(f"{name} is not a JSON value")
+        value, suspect = strictjson.decode(body)
+    except strictjson.UnsafeJSON as e:
+        raise MalformedChange(f"the body is {e}" if str(e).startswith("not ")
+                              else str(e)) from None
+    return value, not suspect
 
 
 def decode_changes(body: bytes | str,
@@ -95,25 +97,26 @@ def decode_changes(body: bytes | str,
     each bad element yields an error naming its index.
     """
     try:
-        data = decode_json(body)
+        data, checked = decode_json(body)
     except MalformedChange as e:
         return [], [str(e)]
-    return changes_from_json(data, id_fields)
+    return changes_from_json(data, id_fields, checked)
 
 
-def changes_from_json(data: Any, id_fields: Mapping[str, str] | None = None
-                      ) -> tuple[list[Change], list[str]]:
-    """Like decode_changes, for an already decoded value."""
+def changes_from_json(data: Any, id_fields: Mapping[str, str] | None = None,
+                      checked: bool = False) -> tuple[list[Change], list[str]]:
+    """Like decode_changes, for an already decoded value (``checked``: known
+    to pass ``strictjson.problem``)."""
     if isinstance(data, list):
         changes, errors = [], []
         for i, item in enumerate(data):
             try:
-                changes.append(parse_change(item, id_fields))
+                changes.append(parse_change(item, id_fields, checked))
             except MalformedChange as e:
                 errors.append(f"change {i}: {e}")
         return changes, errors
     try:
-        return [parse_change(data, id_fields)], []
+        return [parse_change(data, id_fields, checked)], []
     except MalformedChange as e:
         return [], [str(e)]
 

@@ -23,6 +23,7 @@ log = Logger()
 class EngineCounters:
     changes_in: int = 0
     change_errors: int = 0
+    changes_dropped: int = 0         # of a type no view uses: not kept
     feed_gaps: int = 0
     last_change_at: float | None = None
     extra: dict[str, int] = field(default_factory=dict)
@@ -34,13 +35,22 @@ class Engine:
         self.clock = clock
         self.catalog = catalog
         self.store = store
-        self.registry = ViewRegistry(catalog, store)
+        self.registry = ViewRegistry(catalog, store,
+                                     schedule=lambda f: clock.callLater(0, f))
         self.sessions = SessionManager(clock, self.registry, settings)
+        self.registry.on_reset = self.sessions.flush
         self.counters = EngineCounters()
 
     # -- ChangeSink --------------------------------------------------------
     def apply_changes(self, changes: Sequence[Change]) -> None:
-        """Apply changes in order, then answer the polls they woke."""
+        """Apply changes in order, then answer the polls they woke. A change
+        of a type that no view uses (nor the views file declares) is counted
+        and dropped: nothing would ever read it back."""
+        types = self.catalog.types
+        if any(c.type not in types for c in changes):
+            kept = [c for c in changes if c.type in types]
+            self.counters.changes_dropped += len(changes) - len(kept)
+            changes = kept
         try:
             self.store.apply_changes(changes)
         except Exception:

@@ -46,3 +46,14 @@ class LimitReached(ApiError):
 
 class UnknownKey(ApiError):
     code = 1005
+
+
+class RateLimited(ApiError):
+    """A client passed its call rate or its number of sessions; it may retry
+    after ``retry_after`` seconds (HTTP 429 with Retry-After)."""
+
+    code = 1007
+
+    def __init__(self, message: str = "rate limited", retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -49,6 +49,9 @@ class EngineCollector:
         yield counter("pushengine_changes", "Changes applied from the feed", e.counters.changes_in)
         yield counter("pushengine_change_errors", "Changes that failed to apply",
                       e.counters.change_errors)
+        yield counter("pushengine_changes_dropped",
+                      "Changes of a type that no view uses, counted and not kept",
+                      e.counters.changes_dropped)
         yield counter("pushengine_feed_gaps", "Times the feed lost its queue", e.counters.feed_gaps)
         yield counter("pushengine_events_out", "Events sent to clients", s.events_out)
         yield counter("pushengine_queue_overflows", "Session queues that overflowed", s.overflows)
@@ -71,9 +74,11 @@ class EngineCollector:
                 figures = stats()
             except Exception:
                 continue
+            counters = getattr(source, "counter_names", ())
             for name, value in sorted(figures.items()):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    yield gauge(f"pushengine_{prefix}_{name}", f"{prefix} {name}", value)
+                    make = counter if name in counters else gauge
+                    yield make(f"pushengine_{prefix}_{name}", f"{prefix} {name}", value)
 
 
 class Figures:

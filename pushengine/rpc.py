@@ -1,10 +1,20 @@
 """JSON-RPC 2.0 (and the legacy answer form) over any transport.
 
-``Dispatcher.handle(body)`` decodes a request body, runs each call and gives
-the encoded answer (or a Deferred of it when a call waits). Results that are ``RawJSON`` are spliced in as they
-are, so events encoded once are not encoded again. A request without
-``"jsonrpc": "2.0"`` is legacy: its answer is ``[result]`` and its error
-``{"faultCode": ..., "faultString": ...}``.
+``Dispatcher.handle(body, caller)`` decodes a request body, runs each call and
+gives the encoded answer (or a Deferred of it when a call waits). Results that
+are ``RawJSON`` are spliced in as they are, so events encoded once are not
+encoded again. An object with a string ``method`` and no ``jsonrpc`` member is
+legacy: its answer is ``[result]`` and its error ``{"faultCode": ...,
+"faultString": ...}``; every other invalid element gets a JSON-RPC 2.0 error.
+Each element of a batch is validated and answered on its own (section 7 of the
+JSON-RPC 2.0 specification): one bad element never fails the others, and a
+readable id is echoed in every error.
+
+Everything a call holds is checked before it runs (``strictjson.problem``):
+no lone surrogates, no NaN/Infinity, numbers finite, nesting at most 64
+levels, strings at most ``max_string`` characters, lists at most
+``max_items`` elements. A caller that passes its call rate gets error 1007
+for every call, and the answer is a ``Refusal`` (HTTP 429 with Retry-After).
 """
 from __future__ import annotations
 
@@ -17,33 +27,54 @@ from twisted.internet.defer import CancelledError, Deferred, gatherResults, succ
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from pushengine.errors import ApiError, BadParams, InvalidRequest, MethodNotFound, ParseError
+from pushengine import strictjson
+from pushengine.errors import (
+    ApiError, BadParams, InvalidRequest, MethodNotFound, ParseError, RateLimited)
 from pushengine.events import RawJSON
 
 log = Logger()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+MAX_STRING = 1024
+MAX_ITEMS = 100
 
 
 def encode(value: Any) -> str:
     return value if isinstance(value, RawJSON) else _encoder.encode(value)
 
 
+class Refusal(bytes):
+    """An answer that refuses the whole request for a while: the transport
+    says so with its own status (HTTP 429 and ``Retry-After``)."""
+
+    status = 429
+    retry_after = 1
+
+
 class Method:
     """A callable with the names of its parameters, for named params."""
 
     def __init__(self, func: Callable, names: list[str] | None = None,
-                 required: int | None = None) -> None:
+                 required: int | None = None, with_caller: bool = False,
+                 max_string: int = MAX_STRING, max_items: int = MAX_ITEMS) -> None:
+        """``with_caller``: ``func`` takes the caller (who sent the call, as
+        the transport knows it) as its first argument, before the params.
+        ``max_string`` / ``max_items`` bound the strings and lists of params."""
         self.func = func
+        self.with_caller = with_caller
+        self.max_string = max_string
+        self.max_items = max_items
         if names is None:
             sig = inspect.signature(func)
             ps = [p for p in sig.parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            if with_caller:
+                ps = ps[1:]
             names = [p.name for p in ps]
             required = sum(1 for p in ps if p.default is p.empty)
         self.names = names
         self.required = len(names) if required is None else required
 
-    def call(self, params: Any) -> Any:
+    def call(self, params: Any, caller: Any = None) -> Any:
         if params is None:
             args: list = []
         elif isinstance(params, list):
@@ -66,52 +97,77 @@ class Method:
                         else f"{self.required} to {len(self.names)}")
             raise BadParams(f"expected {expected} parameters ({', '.join(self.names)}), "
                             f"got {len(args)}")
+        if self.with_caller:
+            return self.func(caller, *args)
         return self.func(*args)
 
 
 def _valid_id(value: Any) -> bool:
-    if value is None or isinstance(value, str):
+    """A string, an integer within ±2**53 or a finite number, or null: an id
+    that can be echoed exactly."""
+    if value is None:
         return True
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return math.isfinite(value)
+    if isinstance(value, str):
+        return len(value) <= MAX_STRING and strictjson.problem(value) is None
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return strictjson.safe_id(value)
 
 
 class Dispatcher:
     def __init__(self, methods: dict[str, Method], max_batch: int = 100,
-                 on_error: Callable[[int], None] | None = None) -> None:
+                 on_error: Callable[[int], None] | None = None,
+                 admit: Callable[[Any, int], float] | None = None) -> None:
+        """``admit(caller, calls)`` → seconds to wait (0: go ahead) is asked
+        once per request with the number of calls in it."""
         self.methods = methods
         self.max_batch = max_batch
         self.on_error = on_error or (lambda code: None)
+        self.admit = admit
 
-    def handle(self, body: bytes) -> bytes | None | Deferred:
+    def handle(self, body: bytes, caller: Any = None) -> bytes | None | Deferred:
         """The answer's bytes, or None when nothing is to be sent; a Deferred
         firing with either when a call waits (a long-poll, a store query).
-        Calls that answer at once cost no Deferred at all: every poll is one."""
+        Calls that answer at once cost no Deferred at all: every poll is one.
+        ``caller`` is who sent the body, as the transport knows it."""
         try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            return self._whole_error(ParseError("the body is not UTF-8"))
-        try:
-            request = json.loads(text)
-        except (ValueError, RecursionError):
-            return self._whole_error(ParseError("the body is not valid JSON"))
+            request, _ = strictjson.decode(body)
+        except strictjson.UnsafeJSON as e:
+            return self._whole_error(ParseError(f"parse error: {e}"))
+        calls = request if isinstance(request, list) else [request]
         if isinstance(request, list):
             if not request:
                 return self._whole_error(InvalidRequest("an empty batch"))
             if len(request) > self.max_batch:
                 return self._whole_error(InvalidRequest(
                     f"a batch may hold at most {self.max_batch} calls"))
-            answers = [self._one(call) for call in request]
+        if self.admit is not None:
+            wait = self.admit(caller, len(calls))
+            if wait > 0:
+                return self._refuse(request, RateLimited(retry_after=wait))
+        if isinstance(request, list):
+            answers = [self._one(call, caller) for call in request]
             if any(isinstance(a, Deferred) for a in answers):
                 d = gatherResults([a if isinstance(a, Deferred) else succeed(a)
                                    for a in answers])
-                return d.addCallback(_join)
-            return _join(answers)
-        answer = self._one(request)
+                return d.addCallback(self._join)
+            return self._join(answers)
+        answer = self._one(request, caller)
         if isinstance(answer, Deferred):
-            return answer.addCallback(_utf8)
-        return _utf8(answer)
+            return answer.addCallback(self._utf8)
+        return self._utf8(answer)
+
+    def _refuse(self, request: Any, error: RateLimited) -> Refusal:
+        """Error 1007 for every call of the request, nothing run."""
+        calls = request if isinstance(request, list) else [request]
+        texts = []
+        for call in calls:
+            form, id_ = _form(call)
+            texts.append(self._error_text(error, id_, form != "legacy"))
+        text = texts[0] if not isinstance(request, list) else "[" + ",".join(texts) + "]"
+        answer = Refusal(text.encode("utf-8"))
+        answer.retry_after = error.retry_after
+        return answer
 
     def _whole_error(self, error: ApiError) -> bytes:
         return self._error_text(error, None, modern=True).encode("utf-8")
@@ -123,22 +179,15 @@ class Dispatcher:
                 "code": error.code, "message": error.message}, "id": id_})
         return _encoder.encode({"faultCode": error.code, "faultString": error.message})
 
-    def _one(self, call: Any) -> str | None | Deferred:
+    def _one(self, call: Any, caller: Any = None) -> str | None | Deferred:
         """Run one call: its encoded answer, None (a notification), or a
         Deferred firing with either."""
-        if not isinstance(call, dict):
-            return self._error_text(InvalidRequest("a call must be an object"), None, True)
-        modern = "jsonrpc" in call
-        id_ = call.get("id")
-        if modern and call["jsonrpc"] != "2.0":
-            return self._error_text(InvalidRequest("jsonrpc must be \"2.0\""), None, True)
-        if not _valid_id(id_):
-            return self._error_text(InvalidRequest("id must be a string, number or null"),
-                                    None, modern)
+        form, id_ = _form(call)
+        if form == "invalid":
+            return self._error_text(InvalidRequest(_why_invalid(call)), id_, True)
+        modern = form == "modern"
         notification = modern and "id" not in call
-        method_name = call.get("method")
-        if not isinstance(method_name, str):
-            return self._error_text(InvalidRequest("method must be a string"), id_, modern)
+        method_name = call["method"]
 
         def answered(result: Any) -> str | None:
             if notification:
@@ -160,24 +209,83 @@ class Dispatcher:
             else:
                 log.failure("method {m} failed", f, m=method_name)
                 error = ApiError("internal error")
-            return None if notification else self._error_text(error, id_, modern)
+            if notification:
+                return None
+            text = self._error_text(error, id_, modern)
+            if isinstance(error, RateLimited):
+                text = _Limited(text)
+                text.retry_after = error.retry_after
+            return text
 
         method = self.methods.get(method_name)
         try:
             if method is None:
                 raise MethodNotFound(f"unknown method {method_name[:100]!r}")
-            result = method.call(call.get("params"))
+            params = call.get("params")
+            why = strictjson.problem(params, max_string=method.max_string,
+                                     max_items=method.max_items)
+            if why is not None:
+                raise BadParams(f"params: {why}" if not why.startswith("[") else
+                                f"params{why}")
+            result = method.call(params, caller)
         except Exception:
             return failed(Failure())
         if isinstance(result, Deferred):
             return result.addCallbacks(answered, failed)
         return answered(result)
 
+    def _utf8(self, answer: str | None) -> bytes | None:
+        if answer is None:
+            return None
+        if isinstance(answer, _Limited):
+            # a lone call refused for a limit of its client: the whole answer is a refusal
+            refusal = Refusal(answer.encode("utf-8"))
+            refusal.retry_after = answer.retry_after
+            return refusal
+        try:
+            return answer.encode("utf-8")
+        except UnicodeEncodeError:
+            # nothing that is stored may hold a lone surrogate (strictjson
+            # refuses it at every door); should one slip through, the client
+            # gets an error, never bytes that are not UTF-8
+            log.error("an answer held text that is not Unicode; answered an error instead")
+            return self._whole_error(ApiError("internal error"))
 
-def _utf8(answer: str | None) -> bytes | None:
-    return None if answer is None else answer.encode("utf-8")
+    def _join(self, answers: list) -> bytes | None:
+        answers = [a for a in answers if a is not None]
+        if not answers:
+            return None
+        return b"[" + b",".join(self._utf8(str(a)) for a in answers) + b"]"
 
 
-def _join(answers: list) -> bytes | None:
-    answers = [a for a in answers if a is not None]
-    return ("[" + ",".join(answers) + "]").encode("utf-8") if answers else None
+class _Limited(str):
+    """An error answer for a call refused by a limit of its client."""
+
+    retry_after = 1.0
+
+
+def _form(call: Any) -> tuple[str, Any]:
+    """``(form, id)``: form is ``modern``, ``legacy`` or ``invalid``; the id
+    is the call's when it can be echoed, else None."""
+    if not isinstance(call, dict):
+        return "invalid", None
+    id_ = call.get("id")
+    if not _valid_id(id_):
+        return "invalid", None
+    if "jsonrpc" in call:
+        if call["jsonrpc"] != "2.0" or not isinstance(call.get("method"), str):
+            return "invalid", id_
+        return "modern", id_
+    if isinstance(call.get("method"), str):
+        return "legacy", id_
+    return "invalid", id_
+
+
+def _why_invalid(call: Any) -> str:
+    if not isinstance(call, dict):
+        return "a call must be an object"
+    if not _valid_id(call.get("id")):
+        return "id must be a string, an integer within ±2**53, a finite number or null"
+    if "jsonrpc" in call and call["jsonrpc"] != "2.0":
+        return 'jsonrpc must be "2.0"'
+    return "method must be a string"

@@ -19,6 +19,7 @@ from pushengine.api import Api
 from pushengine.auth import ApiKeys, TokenVerifier
 from pushengine.engine import Engine
 from pushengine.feeds.memory import MemoryFeed
+from pushengine.limits import CallRate
 from pushengine.memcache import MemcacheClient, build_cache
 from pushengine.online import OnlineCounter
 from pushengine.rpc import Dispatcher
@@ -27,6 +28,7 @@ from pushengine.stores.memory import MemoryStore
 from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.spec import load_catalog
 from pushengine.web.app import WebApp
+from pushengine.web.clients import ClientAddresses
 from pushengine.web.request import limited_request_factory
 
 log = Logger()
@@ -71,6 +73,20 @@ def timer(interval: float, body, clock) -> TimerService:
     return t
 
 
+class _ClientFigures:
+    """The per-client limits' refusals, for /metrics."""
+
+    counter_names = ("rate_limited", "session_cap_refused")
+
+    def __init__(self, rate: CallRate, sessions: Any) -> None:
+        self.rate = rate
+        self.sessions = sessions
+
+    def stats(self) -> dict[str, int]:
+        return {"rate_limited": self.rate.refused, "session_cap_refused": self.sessions.refused,
+                "tracked": len(self.rate.buckets)}
+
+
 class Node:
     """Everything one engine node is made of, built from options."""
 
@@ -90,7 +106,8 @@ class Node:
         self.engine = Engine(reactor, self.catalog, self.store, SessionSettings(
             session_timeout=options["session-timeout"], max_timeout=options["max-timeout"],
             max_sessions=options["max-sessions"], max_subscriptions=options["max-subscriptions"],
-            max_queue=options["max-queue"]))
+            max_queue=options["max-queue"],
+            max_client_sessions=options["max-client-sessions"]))
         self.online = self._online()
         self.cluster = self._cluster()
         self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
@@ -98,16 +115,19 @@ class Node:
         if self.cluster is not None:
             self.api.hooks.append(self.cluster.hooks)
         self.rpc_errors: dict[int, int] = {}
+        self.call_rate = CallRate(reactor, options["client-rate"])
         self.dispatcher = Dispatcher(self.api.methods(), max_batch=options["max-batch"],
-                                     on_error=self._count_error)
+                                     on_error=self._count_error, admit=self.call_rate.admit)
         self.sources["feed"] = self.feed
+        self.sources["clients"] = _ClientFigures(self.call_rate, self.engine.sessions.per_client)
         self.collector = metrics.EngineCollector(self.engine, options["node-id"], reactor,
                                                  self.sources, self.rpc_errors)
         self.web = WebApp(self.dispatcher, self.feed, self.engine,
                           metrics.make_registry(self.collector), self.health,
                           ApiKeys.from_options(options["api-key"], options["api-keys"]),
                           options["publish-key"], options["cors-origin"],
-                          self.catalog.id_fields)
+                          self.catalog.id_fields,
+                          ClientAddresses(options["trusted-proxies"]))
 
     def _count_error(self, code: int) -> None:
         self.rpc_errors[code] = self.rpc_errors.get(code, 0) + 1
@@ -120,7 +140,9 @@ class Node:
 
             from pushengine.stores.http import HttpStore
             return HttpStore(treq, options["store-url"], cache=self.cache, clock=self.reactor)
-        store = MemoryStore(self.catalog.id_fields)
+        # initial states from indexes or in slices between reactor turns
+        store = MemoryStore(self.catalog.id_fields, clock=self.reactor)
+        store.index_views(self.catalog.views.values())
         if options["seed"]:
             count = store.seed(options["seed"])
             log.info("seeded the in-process store with {count} objects", count=count)
@@ -177,11 +199,15 @@ class Node:
         return report
 
     def site(self) -> Site:
-        """The HTTP site: idle timeout above the longest poll, body limit, no tracebacks."""
+        """The HTTP site: header deadline, idle timeout between requests, body
+        limit, JSON for malformed URLs and requests, no tracebacks."""
+        from pushengine.web.channel import deadline_protocol, guard_urls
         # bodies are JSON: parsing them as form submissions would cost a
         # content-type parse through the email package on every POST
-        site = EngineSite(self.web.resource(), timeout=self.options["max-timeout"] + 30,
+        site = EngineSite(guard_urls(self.web.resource()),
+                          timeout=self.options["idle-timeout"],
                           reactor=self.reactor, parsePOSTFormSubmission=False)
+        site.protocol = deadline_protocol(self.options["header-timeout"])
         site.access_log = bool(self.options["access-log"])
         site.requestFactory = limited_request_factory(self.options["max-body"])
         site.displayTracebacks = False

@@ -15,7 +15,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from pushengine.errors import LimitReached, UnknownKey, UnknownSession
+from pushengine.errors import LimitReached, RateLimited, UnknownKey, UnknownSession
+from pushengine.limits import SessionCounts
 from pushengine.events import RESET, RawJSON, encode_event, events_json
 from pushengine.views.registry import ViewRegistry
 from pushengine.views.spec import BoundView
@@ -32,6 +33,7 @@ class SessionSettings:
     max_sessions: int = 0            # 0: no limit
     max_subscriptions: int = 50
     max_queue: int = 1000
+    max_client_sessions: int = 0     # per client (an opaque key); 0: no limit
 
 
 class Poll:
@@ -47,11 +49,12 @@ class Poll:
 
 class Session:
     __slots__ = ("id", "user", "subs", "queue", "next_seq", "poll", "expiry",
-                 "manager", "bounds", "__weakref__")
+                 "manager", "bounds", "client", "__weakref__")
 
-    def __init__(self, manager: "SessionManager", id_: str) -> None:
+    def __init__(self, manager: "SessionManager", id_: str, client: Any = None) -> None:
         self.manager = manager
         self.id = id_
+        self.client = client
         self.user: Any = None
         self.subs: dict[str, Window] = {}
         self.bounds: dict[str, BoundView] = {}
@@ -91,16 +94,23 @@ class SessionManager:
         self.overflows = 0
         self.expired = 0
         self.events_out = 0
+        self.per_client = SessionCounts(self.settings.max_client_sessions)
         # called with each session destroyed for not polling (after it is gone)
         self.expire_hooks: list[Callable[[Session], None]] = []
 
     # -- sessions --------------------------------------------------------------
-    def create(self, id_: str | None = None) -> Session:
+    def create(self, id_: str | None = None, client: Any = None) -> Session:
+        """A new session; ``client`` (who asked, an opaque key) counts it
+        against the per-client cap until it is destroyed."""
         limit = self.settings.max_sessions
         if limit and len(self.sessions) >= limit:
             raise LimitReached(f"this node holds its maximum of {limit} sessions")
-        session = Session(self, id_ or new_session_id())
+        if not self.per_client.may_open(client):
+            raise RateLimited(f"this client holds its maximum of "
+                              f"{self.per_client.limit} sessions", retry_after=10.0)
+        session = Session(self, id_ or new_session_id(), client)
         self.sessions[session.id] = session
+        self.per_client.opened(client)
         self._arm_expiry(session)
         return session
 
@@ -114,6 +124,7 @@ class SessionManager:
         if self.sessions.get(session.id) is not session:
             return
         del self.sessions[session.id]
+        self.per_client.closed(session.client)
         self.dirty.discard(session)
         if session.expiry is not None and session.expiry.active():
             session.expiry.cancel()

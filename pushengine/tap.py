@@ -13,6 +13,8 @@ from typing import Any
 
 from twisted.python import usage
 
+from pushengine.web.clients import parse_networks
+
 MIB = 1 << 20
 
 # name, default, help, parser (None: a string)
@@ -28,11 +30,19 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("cors-origin", None, "Origin allowed to call the API from a browser.", None),
     ("session-timeout", 120.0, "Seconds without a poll before a session is destroyed.", float),
     ("max-timeout", 90.0, "Longest get_events wait in seconds.", float),
+    ("header-timeout", 10.0, "Seconds a connection has to send a request's headers.", float),
+    ("idle-timeout", None, "Seconds a connection may stay idle between requests "
+                           "(default: --max-timeout + 30).", float),
     ("max-sessions", 0, "Sessions one node holds at most (0: no limit).", int),
     ("max-subscriptions", 50, "Subscriptions per session.", int),
     ("max-queue", 1000, "Events queued per session before it gets a reset.", int),
     ("max-body", MIB, "Largest request body in bytes (HTTP 413 above).", int),
     ("max-batch", 100, "Calls in one JSON-RPC batch.", int),
+    ("max-client-sessions", 100, "Sessions one client (address) may hold (0: no limit).", int),
+    ("client-rate", 200.0, "JSON-RPC calls per second one client may make, bursts of twice "
+     "that (0: no limit).", float),
+    ("trusted-proxies", None, "CIDRs of reverse proxies whose X-Forwarded-For names the "
+     "client, e.g. 127.0.0.1/32,10.0.0.0/8.", None),
     ("ping-interval", 30.0, "Seconds between pings of a quiet view.", float),
     ("online-period", 60.0, "Seconds a polling session counts as online.", float),
     ("amqp", None, "RabbitMQ URL, amqp://user:pass@host:5672/vhost.", None),
@@ -77,8 +87,10 @@ class Options(usage.Options):
                     self[name] = parse(value)
                 except ValueError:
                     raise usage.UsageError(f"--{name} must be a number, not {value!r}")
+        if self["idle-timeout"] is None:
+            self["idle-timeout"] = self["max-timeout"] + 30.0
         for name in ("session-timeout", "max-timeout", "ping-interval", "online-period",
-                     "demo-rate"):
+                     "demo-rate", "header-timeout", "idle-timeout"):
             if not self[name] > 0 or not math.isfinite(self[name]):
                 raise usage.UsageError(f"--{name} must be a number greater than 0")
         for name in ("max-subscriptions", "max-queue", "max-body", "max-batch"):
@@ -86,6 +98,15 @@ class Options(usage.Options):
                 raise usage.UsageError(f"--{name} must be at least 1")
         if self["max-sessions"] < 0:
             raise usage.UsageError("--max-sessions must be 0 (no limit) or more")
+        if self["max-client-sessions"] < 0:
+            raise usage.UsageError("--max-client-sessions must be 0 (no limit) or more")
+        if not (self["client-rate"] >= 0 and math.isfinite(self["client-rate"])):
+            raise usage.UsageError("--client-rate must be 0 (no limit) or more")
+        try:
+            if not isinstance(self["trusted-proxies"], list):
+                self["trusted-proxies"] = parse_networks(self["trusted-proxies"])
+        except ValueError as e:
+            raise usage.UsageError(f"--trusted-proxies: {e}") from None
         if self["amqp"] and not re.match(r"^amqps?://", self["amqp"]):
             raise usage.UsageError("--amqp must be an amqp:// URL")
         if self["redis"] and not re.match(r"^rediss?://", self["redis"]):

@@ -21,11 +21,16 @@ DEFAULTS = {
     "cors-origin": None,
     "session-timeout": 120.0,
     "max-timeout": 90.0,
+    "header-timeout": 10.0,
+    "idle-timeout": 120.0,
     "max-sessions": 0,
     "max-subscriptions": 50,
     "max-queue": 1000,
     "max-body": 1048576,
     "max-batch": 100,
+    "max-client-sessions": 100,
+    "client-rate": 200.0,
+    "trusted-proxies": [],
     "ping-interval": 30.0,
     "online-period": 60.0,
     "amqp": None,
@@ -140,7 +145,7 @@ def test_environment_names() -> None:
 
 @pytest.mark.parametrize("name", [n for n, _, _, parse in PARAMETERS if parse is None
                                   and n not in ("views", "seed", "api-keys", "amqp", "redis",
-                                                "store-url", "memcache")])
+                                                "store-url", "memcache", "trusted-proxies")])
 def test_every_string_option_reads_its_variable(name: str) -> None:
     value = "tcp:1234" if name == "port" else "value-1"
     assert parse(environ={env_name(name): value})[name] == value
@@ -223,3 +228,66 @@ def test_the_plugin_is_discoverable() -> None:
     assert maker.description
     assert isinstance(maker.options(), Options)
     assert callable(maker.makeService)
+
+
+# -- connection deadlines (SPEC section 12) ---------------------------------------------
+
+def test_connection_deadlines_default() -> None:
+    options = parse()
+    assert options["header-timeout"] == 10.0 and options["idle-timeout"] == 120.0
+    assert type(options["header-timeout"]) is float and type(options["idle-timeout"]) is float
+
+
+def test_idle_timeout_follows_max_timeout_unless_given() -> None:
+    assert parse("--max-timeout", "5")["idle-timeout"] == 35.0
+    assert parse(environ={"PUSHENGINE_MAX_TIMEOUT": "60"})["idle-timeout"] == 90.0
+    assert parse("--max-timeout", "5", "--idle-timeout", "2")["idle-timeout"] == 2.0
+
+
+def test_connection_deadlines_from_the_command_line_and_the_environment() -> None:
+    options = parse("--header-timeout", "2.5", "--idle-timeout=40")
+    assert (options["header-timeout"], options["idle-timeout"]) == (2.5, 40.0)
+    options = parse(environ={"PUSHENGINE_HEADER_TIMEOUT": "3",
+                             "PUSHENGINE_IDLE_TIMEOUT": "0.5"})
+    assert (options["header-timeout"], options["idle-timeout"]) == (3.0, 0.5)
+    options = parse("--header-timeout", "4", environ={"PUSHENGINE_HEADER_TIMEOUT": "3"})
+    assert options["header-timeout"] == 4.0
+
+
+@pytest.mark.parametrize("argv", [
+    ["--header-timeout", "0"], ["--header-timeout", "-1"], ["--header-timeout", "nan"],
+    ["--header-timeout", "inf"], ["--header-timeout", "soon"],
+    ["--idle-timeout", "0"], ["--idle-timeout", "-30"], ["--idle-timeout", "inf"],
+    ["--idle-timeout", "later"],
+])
+def test_connection_deadline_usage_errors(argv: list[str]) -> None:
+    with pytest.raises(usage.UsageError, match=argv[0]):
+        parse(*argv)
+
+
+@pytest.mark.parametrize("name", ["PUSHENGINE_HEADER_TIMEOUT", "PUSHENGINE_IDLE_TIMEOUT"])
+def test_connection_deadline_usage_errors_from_the_environment(name: str) -> None:
+    with pytest.raises(usage.UsageError):
+        parse(environ={name: "0"})
+
+
+def test_trusted_proxies_are_networks() -> None:
+    import ipaddress
+    options = parse("--trusted-proxies", "127.0.0.1, 10.0.0.0/8,::1")
+    assert options["trusted-proxies"] == [ipaddress.ip_network("127.0.0.1/32"),
+                                          ipaddress.ip_network("10.0.0.0/8"),
+                                          ipaddress.ip_network("::1/128")]
+    env = parse(environ={"PUSHENGINE_TRUSTED_PROXIES": "192.168.0.0/16"})
+    assert env["trusted-proxies"] == [ipaddress.ip_network("192.168.0.0/16")]
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--trusted-proxies", "10.0.0.0/33"], "--trusted-proxies"),
+    (["--trusted-proxies", "proxy.local"], "--trusted-proxies"),
+    (["--max-client-sessions", "-1"], "--max-client-sessions"),
+    (["--client-rate", "-5"], "--client-rate"),
+    (["--client-rate", "nan"], "--client-rate"),
+])
+def test_bad_client_limits_are_usage_errors(argv, error) -> None:
+    with pytest.raises(usage.UsageError, match=error):
+        parse(*argv)

@@ -27,6 +27,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from pushengine import strictjson
 from pushengine.memcache.tagged import TaggedCache
 
 log = Logger()
@@ -62,8 +63,10 @@ def encode_query(view_name: str, params: dict[str, Any], limit: int) -> str:
 def decode_answer(body: bytes, where: str) -> list[dict]:
     """The list of objects in a backend answer, or a StoreError."""
     try:
-        data = json.loads(body)
-    except ValueError as e:
+        data = strictjson.loads(body)
+    except strictjson.UnsafeJSON as e:
+        # a backend's answer is input like any other: what no answer can
+        # carry (lone surrogates, NaN, too deep) is never stored
         raise StoreError(f"{where} answered invalid JSON: {e}") from None
     if not isinstance(data, list):
         raise StoreError(f"{where} answered a JSON {type(data).__name__}, not a list")

@@ -1,39 +1,267 @@
 """The in-process object store: every object seen on the feed, by type and id.
 
-It answers a new view's initial state by scanning the objects of the view's
-type; it can be seeded from a JSON-lines file of change messages or objects.
+It answers a new view's initial state without holding the reactor for long
+(SPEC section 12): from an index where the view has one (an equality index
+per declared field, so ``subscribe_user(user_id=X)`` looks at X's objects
+only, and a grid of one-degree cells for ``near``), otherwise by scanning a
+snapshot of the type's objects in slices of a few milliseconds, one slice per
+reactor turn, shared round-robin between every scan in progress. A small
+candidate set (or a store without a clock) is answered at once.
+
+An answer is the matching objects in view order, built once: filtered with
+the view's predicate and sorted by the view's key. A change that arrives
+while a scan runs is re-read from the store when the scan ends, so the
+answer never holds a copy older than the store's. The store can be seeded
+from a JSON-lines file of change messages or objects.
 """
 from __future__ import annotations
 
-import json
+import time
+from collections import deque
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.interfaces import IReactorTime
 
-from pushengine.changes import UPSERT, Change, MalformedChange, changes_from_json
+from pushengine.changes import (
+    UPSERT, Change, MalformedChange, changes_from_json, decode_json)
+from pushengine.stores.geogrid import GeoGrid, number as is_number
+from pushengine.stores.scan import MAX_CHUNK, MIN_CHUNK, Scan, first
+from pushengine.views.conditions import Ref
+from pushengine.views.spec import BoundView
+from pushengine.views.values import index_key, sort_key
+
+SMALL = 2_000            # candidates answered at once
+ANSWER_MAX = 500         # an answer holds the first this many matches (or limit)
+SLICE_SECONDS = 0.005    # the work of one reactor turn, at most (about)
+SLICE_OBJECTS = 20_000   # ... and never more objects than this in one turn
+CHUNK_SECONDS = 0.001    # the work of one scan between two looks at the time
 
 
 class MemoryStore:
-    def __init__(self, id_fields: dict[str, str] | None = None) -> None:
+    def __init__(self, id_fields: dict[str, str] | None = None,
+                 clock: IReactorTime | None = None, *, small: int = SMALL,
+                 answer_max: int = ANSWER_MAX, slice_seconds: float = SLICE_SECONDS,
+                 slice_objects: int = SLICE_OBJECTS, slice_delay: float = 0.0) -> None:
         self.id_fields = id_fields or {}
         self.objects: dict[str, dict[Any, dict]] = {}
+        self.clock = clock
+        self.small = small
+        self.answer_max = answer_max
+        self.slice_seconds = slice_seconds
+        self.slice_objects = slice_objects
+        self.slice_delay = slice_delay
+        self.now: Callable[[], float] = time.perf_counter
+        # (type, field) -> index_key(value) -> id -> object
+        self.indexes: dict[tuple[str, str], dict[Any, dict[Any, dict]]] = {}
+        self._indexed: dict[str, list[str]] = {}
+        self.grids: dict[str, GeoGrid] = {}
+        self._scans: deque[Scan] = deque()
+        self._scanning: dict[str, set[Scan]] = {}
+        # type -> id(bucket) -> (bucket, its objects): copies taken for scans
+        self._snapshots: dict[str, dict[int, tuple[dict, list[dict]]]] = {}
+        self._call: Any = None
+        # what the slicing did, for tests and benchmarks
+        self.turns = 0
+        self.examined = 0
+        self.max_turn = 0
 
+    # -- indexes ---------------------------------------------------------------
+    def index_fields(self, type_: str, fields: Iterable[str]) -> None:
+        """Keep an equality index on ``fields`` of ``type_`` objects."""
+        for field in fields:
+            if (type_, field) in self.indexes:
+                continue
+            index: dict[Any, dict[Any, dict]] = {}
+            for id_, obj in self.objects.get(type_, {}).items():
+                index.setdefault(index_key(obj.get(field)), {})[id_] = obj
+            self.indexes[(type_, field)] = index
+            self._indexed.setdefault(type_, []).append(field)
+
+    def index_geo(self, type_: str) -> None:
+        """Keep a grid of ``type_`` objects by their ``lat``/``lon``."""
+        if type_ not in self.grids:
+            grid = self.grids[type_] = GeoGrid()
+            for id_, obj in self.objects.get(type_, {}).items():
+                grid.move(id_, None, obj)
+
+    def index_views(self, specs: Iterable[Any]) -> None:
+        """The indexes the views use: every equality (``eq``/``in``) on a
+        subscribe parameter, and the grid for ``near``."""
+        for spec in specs:
+            for c in spec.conditions:
+                if c.kind in ("eq", "in") and c.field and isinstance(c.operand, Ref):
+                    self.index_fields(spec.type, [c.field])
+                elif c.kind == "near":
+                    self.index_geo(spec.type)
+
+    # -- changes ---------------------------------------------------------------
     def apply_changes(self, changes: Sequence[Change]) -> None:
         for c in changes:
-            by_id = self.objects.setdefault(c.type, {})
+            type_ = c.type
+            by_id = self.objects.setdefault(type_, {})
+            fields = self._indexed.get(type_)
+            grid = self.grids.get(type_)
+            old = by_id.get(c.id) if fields or grid else None
             if c.action == UPSERT:
-                by_id[c.id] = c.obj
+                by_id[c.id] = new = c.obj
             else:
                 by_id.pop(c.id, None)
+                new = None
+            if fields:
+                for field in fields:
+                    self._reindex(self.indexes[(type_, field)], field, c.id, old, new)
+            if grid is not None:
+                grid.move(c.id, old, new)
+            if type_ in self._snapshots:
+                del self._snapshots[type_]
+            scans = self._scanning.get(type_)
+            if scans:
+                for scan in scans:
+                    scan.changed.add(c.id)
 
+    @staticmethod
+    def _reindex(index: dict, field: str, id_: Any, old: dict | None, new: dict | None) -> None:
+        was = index_key(old.get(field)) if old is not None else None
+        now = index_key(new.get(field)) if new is not None else None
+        if was is not None and was != now:
+            bucket = index.get(was)
+            if bucket is not None:
+                bucket.pop(id_, None)
+                if not bucket:
+                    del index[was]
+        if now is not None:
+            index.setdefault(now, {})[id_] = new
+
+    # -- answers ---------------------------------------------------------------
     def query(self, view: Any, params: dict[str, Any], limit: int) -> Deferred:
-        from pushengine.views.query import Query
-        from pushengine.views.spec import BoundView
-        query = Query(BoundView(view, dict(params), limit))
-        query.load(self.objects.get(view.type, {}).items())
-        return succeed(query.top(len(query)))
+        """Fire with the objects matching ``view`` under ``params``, in view
+        order (the first ``answer_max`` of them, or ``limit`` if more): at
+        once from a small candidate set, else after slices."""
+        values = dict(params)
+        match = BoundView(view, values, limit).predicate()
+        by_id = self.objects.get(view.type)
+        if not by_id:
+            return succeed([])
+        id_field = getattr(view, "id_field", None) or self.id_fields.get(view.type, "id")
+        key = _key_function(view.order_field, id_field)
+        keep = self.promised(view, limit)
+        sources = self._candidates(view, values)
+        size = len(by_id) if sources is None else sum(len(b) for b in sources)
+        if sources is None or size * 2 > len(by_id):
+            sources, size = [by_id], len(by_id)  # no index, or one that narrows little
+        if self.clock is None or size <= self.small:
+            try:
+                hits = [(key(o), o) for b in sources for o in b.values() if match(o)]
+            except Exception:
+                return fail()
+            hits.sort(key=first, reverse=view.descending)
+            return succeed([o for _, o in hits[:keep]])
+        scan = Scan(view.type, id_field, sources, self._snapshot, match, key,
+                     view.descending, keep)
+        self._scans.append(scan)
+        self._scanning.setdefault(view.type, set()).add(scan)
+        self._schedule()
+        return scan.deferred
 
+    def promised(self, view: Any, limit: int) -> int:
+        """How many objects an answer holds when there are as many matches:
+        an answer this long may have stopped short of every match."""
+        return max(self.answer_max, limit, getattr(view, "limit_max", 0))
+
+    def _snapshot(self, type_: str, bucket: dict) -> list[dict]:
+        """A bucket's objects as a list, shared by the scans that reach it
+        before the type's next change."""
+        copies = self._snapshots.setdefault(type_, {})
+        found = copies.get(id(bucket))
+        if found is None or found[0] is not bucket:
+            found = copies[id(bucket)] = (bucket, list(bucket.values()))
+        return found[1]
+
+    def _candidates(self, view: Any, values: dict[str, Any]) -> list[dict] | None:
+        """The buckets of the index that narrows ``view`` most, or None."""
+        best: list[dict] | None = None
+        best_size = 0
+        for c in view.conditions:
+            found = None
+            if c.kind in ("eq", "in") and (view.type, c.field) in self.indexes:
+                index = self.indexes[(view.type, c.field)]
+                operand = _resolve(c.operand, values)
+                keys = {index_key(operand)} if c.kind == "eq" else \
+                    {index_key(v) for v in operand}
+                found = [index[k] for k in keys if k in index]
+            elif c.kind == "near" and view.type in self.grids:
+                lat, lon, km = (_resolve(c.operand[k], values) for k in ("lat", "lon", "km"))
+                if all(is_number(v) for v in (lat, lon, km)):
+                    found = self.grids[view.type].buckets(lat, lon, km)
+            if found is not None:
+                size = sum(len(b) for b in found)
+                if best is None or size < best_size:
+                    best, best_size = found, size
+        return best
+
+    # -- slices ----------------------------------------------------------------
+    def _schedule(self) -> None:
+        if self._call is None and self._scans:
+            self._call = self.clock.callLater(self.slice_delay, self._turn)
+
+    def _turn(self) -> None:
+        """One reactor turn of scanning: a chunk of every scan in turn until
+        the time or object budget is spent."""
+        self._call = None
+        scans, now = self._scans, self.now
+        started = now()
+        deadline = started + self.slice_seconds
+        examined = 0
+        try:
+            while scans and examined < self.slice_objects:
+                scan = scans[0]
+                try:
+                    examined += scan.step(min(scan.chunk, self.slice_objects - examined))
+                    if scan.done:
+                        scans.popleft()
+                        self._forget(scan)
+                        scan.deferred.callback(scan.answer(self.objects.get(scan.type, {})))
+                    else:
+                        scans.rotate(-1)
+                except Exception:
+                    if scans and scans[0] is scan:
+                        scans.popleft()
+                    self._forget(scan)
+                    if not scan.deferred.called:
+                        scan.deferred.errback()
+                    continue
+                finished = now()
+                # about a millisecond per chunk, so that a costly predicate
+                # cannot overrun the turn by much
+                spent, started = finished - started, finished
+                if spent < CHUNK_SECONDS / 2 and scan.chunk < MAX_CHUNK:
+                    scan.chunk *= 2
+                elif spent > CHUNK_SECONDS * 2 and scan.chunk > MIN_CHUNK:
+                    scan.chunk //= 2
+                if finished >= deadline:
+                    break
+        finally:
+            self.turns += 1
+            self.examined += examined
+            self.max_turn = max(self.max_turn, examined)
+            self._schedule()
+
+    def _forget(self, scan: Scan) -> None:
+        scans = self._scanning.get(scan.type)
+        if scans is not None:
+            scans.discard(scan)
+            if not scans:
+                del self._scanning[scan.type]
+                self._snapshots.pop(scan.type, None)
+
+    @property
+    def scanning(self) -> int:
+        """Scans in progress."""
+        return len(self._scans)
+
+    # -- the rest ----------------------------------------------------------------
     def get(self, type_: str, id_: Any) -> dict | None:
         return self.objects.get(type_, {}).get(id_)
 
@@ -50,14 +278,27 @@ class MemoryStore:
                 if not line:
                     continue
                 try:
-                    data = json.loads(line)
-                except ValueError:
-                    raise MalformedChange(f"{path}:{number}: not JSON") from None
+                    data, checked = decode_json(line)   # the strict decoder of every feed
+                except MalformedChange as e:
+                    raise MalformedChange(f"{path}:{number}: {e}") from None
                 if isinstance(data, dict) and "action" not in data:
                     data = {"type": default_type, "action": "upsert", "obj": data}
-                changes, errors = changes_from_json(data, self.id_fields)
+                changes, errors = changes_from_json(data, self.id_fields, checked)
                 if errors:
                     raise MalformedChange(f"{path}:{number}: {errors[0]}")
                 self.apply_changes(changes)
                 count += len(changes)
         return count
+
+
+def _resolve(operand: Any, values: dict[str, Any]) -> Any:
+    return values[operand.name] if isinstance(operand, Ref) else operand
+
+
+def _key_function(order_field: str, id_field: str) -> Callable[[dict], tuple]:
+    """The view's sort key of an object (as ``Query`` orders; the caller
+    reverses for a descending view)."""
+    def key(obj: dict) -> tuple:
+        id_ = obj.get(id_field)
+        return sort_key(obj.get(order_field)), sort_key(id_), id_
+    return key

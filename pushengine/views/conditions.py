@@ -18,7 +18,7 @@ from pushengine.views.values import comparable, index_key, json_equal
 
 SESSION_USER = "session.user"
 FIELD_OPERATORS = ("in", "ne", "gt", "gte", "lt", "lte", "has_word")
-MAX_IN_VALUES = 1000
+MAX_IN_VALUES = 100
 
 
 class ViewDefinitionError(ValueError):
@@ -91,10 +91,18 @@ def parse_where(where: Any, view: str) -> list[Condition]:
 
 # --- parameter validation -------------------------------------------------
 
-def _scalar(value: Any) -> bool:
-    if isinstance(value, float):
+def _finite(value: Any) -> bool:
+    """A number that is finite as a float too (an integer of 400 digits is not)."""
+    try:
         return math.isfinite(value)
-    return value is None or isinstance(value, (bool, int, str))
+    except OverflowError:
+        return False
+
+
+def _scalar(value: Any) -> bool:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _finite(value)
+    return value is None or isinstance(value, (bool, str))
 
 
 def check_param(name: str, role: str, value: Any) -> Any:
@@ -113,7 +121,7 @@ def check_param(name: str, role: str, value: Any) -> Any:
         return value
     if role in ("gt", "gte", "lt", "lte"):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)) \
-                or (isinstance(value, float) and not math.isfinite(value)):
+                or (not isinstance(value, str) and not _finite(value)):
             raise bad("a number or a string")
         return value
     if role == "has_word":
@@ -122,7 +130,7 @@ def check_param(name: str, role: str, value: Any) -> Any:
         return value
     if role in ("lat", "lon", "km"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value):
+                or not _finite(value):
             raise bad("a number")
         limit = {"lat": (-90, 90), "lon": (-180, 180), "km": (0, 20040)}[role]
         if not limit[0] <= value <= limit[1] or (role == "km" and value == 0):
@@ -141,8 +149,9 @@ def _resolve(operand: Any, values: dict[str, Any]) -> Any:
 
 
 def visible_to(obj: dict, user: Any) -> bool:
-    """Public, owned by the user, or listing the user in ``allowed_users``."""
-    if obj.get("public") is not False:
+    """Public, owned by the user, or listing the user in ``allowed_users``.
+    Privacy fails closed: only ``public: true`` is public."""
+    if obj.get("public") is True:
         return True
     if user is None:
         return False
@@ -153,7 +162,8 @@ def visible_to(obj: dict, user: Any) -> bool:
 
 
 def is_private(obj: dict) -> bool:
-    return obj.get("public") is False
+    """Anything but ``public: true`` (false, 0, "false", null, missing) is private."""
+    return obj.get("public") is not True
 
 
 def bind(condition: Condition, values: dict[str, Any]) -> Predicate:

@@ -29,6 +29,15 @@ class Query:
         self.sorted = SortedList()
         self.windows: dict[int, Window] = {}
         self.touched: set | None = None   # ids changed while loading
+        # The store's answer may stop short of every match (it promises the
+        # first ``limit`` at least). Then only the objects that sort up to the
+        # answer's last one (``boundary``) are known to be the true first
+        # ones: an object never seen may sort anywhere after it. When fewer
+        # than the largest window's limit are left before the boundary
+        # (deleted, or updated to sort after it), ``on_short(self)`` is
+        # called so that the registry reads the query again.
+        self.boundary: Any = None
+        self.on_short: Any = None
 
     # -- order -------------------------------------------------------------
     def _key(self, id_: Any, obj: dict) -> Any:
@@ -60,13 +69,21 @@ class Query:
 
     # -- loading -----------------------------------------------------------
     def load(self, objects: Iterable[tuple[Any, dict]]) -> None:
-        """Fill from the store; no events (nobody has seen a state yet)."""
+        """Fill from the store; no events (nobody has seen a state yet). The
+        first copy of an id wins; the keys go into the sorted set at once (an
+        answer in view order costs one pass, not a search per object)."""
+        match, have = self.match, self.objects
+        fresh: dict[Any, dict] = {}
         for id_, obj in objects:
-            if self.match(obj) and id_ not in self.objects:
-                key = self._key(id_, obj)
-                self.objects[id_] = obj
-                self.keys[id_] = key
-                self.sorted.add(key)
+            if id_ not in have and id_ not in fresh and match(obj):
+                fresh[id_] = obj
+        if not fresh:
+            return
+        key = self._key
+        keys = [key(id_, obj) for id_, obj in fresh.items()]
+        have.update(fresh)
+        self.keys.update(zip(fresh, keys))
+        self.sorted.update(keys)
 
     def replace(self, objects: Iterable[tuple[Any, dict]]) -> list[Window]:
         """Rebuild from a fresh store answer; return windows whose state changed."""
@@ -74,6 +91,7 @@ class Query:
         self.objects.clear()
         self.keys.clear()
         self.sorted.clear()
+        self.boundary = None
         self.load(objects)
         return [w for limit, w in self.windows.items() if w.state() != before[limit]]
 
@@ -85,6 +103,11 @@ class Query:
         matches = self.match(obj)
         if old is None and not matches:
             return
+        self._upsert(id_, obj, old, matches)
+        if self.boundary is not None and old is not None:
+            self._check_short()
+
+    def _upsert(self, id_: Any, obj: dict, old: dict | None, matches: bool) -> None:
         old_pos = None
         if old is not None:
             old_key = self.keys.pop(id_)
@@ -113,10 +136,26 @@ class Query:
                     w.deleted(self._at(limit))
                 w.inserted(obj)
 
+    def mark_partial(self, last_id: Any, last: dict) -> None:
+        """The store's answer ended with ``last`` and may have had more."""
+        self.boundary = self._key(last_id, last)
+
+    def _check_short(self) -> None:
+        if self.on_short is not None and self.windows \
+                and self.sorted.bisect_right(self.boundary) < max(self.windows):
+            self.on_short(self)
+
     def delete(self, id_: Any) -> None:
         old = self.objects.pop(id_, None)
         if old is None:
             return
+        try:
+            self._delete(id_, old)
+        finally:
+            if self.boundary is not None:
+                self._check_short()
+
+    def _delete(self, id_: Any, old: dict) -> None:
         key = self.keys.pop(id_)
         pos = self.sorted.index(key)
         self.sorted.remove(key)

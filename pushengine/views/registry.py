@@ -8,7 +8,7 @@ per-user views cost a dictionary look-up per change, not a scan.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
 from twisted.logger import Logger
@@ -58,9 +58,18 @@ class SpecIndex:
 
 
 class ViewRegistry:
-    def __init__(self, catalog: Catalog, store: Any) -> None:
+    def __init__(self, catalog: Catalog, store: Any,
+                 schedule: Callable[[Callable[[], None]], Any] | None = None) -> None:
+        """``schedule(f)`` runs ``f`` soon, outside the change being applied
+        (the engine passes ``clock.callLater(0, f)``); it re-reads queries that
+        ran short of a partial answer. ``on_reset`` is called after windows
+        were reset outside a change (the engine answers the woken polls)."""
         self.catalog = catalog
         self.store = store
+        self.schedule = schedule
+        self.on_reset: Callable[[], None] = lambda: None
+        self._refilling: set[str] = set()
+        self.refills = 0
         self.queries: dict[str, Query] = {}
         self.indexes = {name: SpecIndex(spec.index) for name, spec in catalog.views.items()}
         self.holders: dict[tuple[str, Any], set[Query]] = {}
@@ -72,6 +81,9 @@ class ViewRegistry:
         if it is new. Concurrent first subscriptions share one store query."""
         query = self.queries.get(bound.query_key)
         if query is not None and bound.query_key not in self._loading:
+            if query.boundary is not None and \
+                    query.sorted.bisect_right(query.boundary) < bound.limit:
+                return self._widen(query, bound)
             return succeed(query.window(bound.limit, bound.key))
         pending = self._loading.get(bound.query_key)
         if pending is None:
@@ -88,6 +100,20 @@ class ViewRegistry:
         pending.addCallbacks(loaded, failed)
         return done
 
+    def _widen(self, query: Query, bound: BoundView) -> Deferred:
+        """A window larger than what a partial query is sure of: read the
+        query again, as large as the new window, before answering."""
+        size = max([bound.limit, *query.windows])
+        d = maybeDeferred(self.store.query, bound.spec, bound.values, size)
+
+        def read(objects: list) -> Any:
+            if self.queries.get(query.key) is not query:
+                return self.open(bound)          # forgotten meanwhile: start afresh
+            if self._replaced(objects, query, size):
+                self.on_reset()
+            return query.window(bound.limit, bound.key)
+        return d.addCallback(read)
+
     def _start_loading(self, bound: BoundView) -> Deferred:
         query = Query(bound)
         self.queries[query.key] = query
@@ -102,6 +128,7 @@ class ViewRegistry:
             query.load((o.get(id_field), o) for o in objects
                        if isinstance(o, dict) and o.get(id_field) not in query.touched)
             query.touched = None
+            self._note_partial(query, objects, bound.limit)
             for id_ in query.objects:
                 self.holders.setdefault((bound.spec.type, id_), set()).add(query)
             chain.callback(query)
@@ -176,13 +203,50 @@ class ViewRegistry:
         for query in list(self.queries.values()):
             if query.key in self._loading:
                 continue
-            d = maybeDeferred(self.store.query, query.bound.spec, query.bound.values,
-                              max([query.bound.limit, *query.windows]))
-            d.addCallback(self._replaced, query)
+            size = max([query.bound.limit, *query.windows])
+            d = maybeDeferred(self.store.query, query.bound.spec, query.bound.values, size)
+            d.addCallback(self._replaced, query, size)
             work.append(d)
         return gatherResults(work, consumeErrors=True).addCallback(sum)
 
-    def _replaced(self, objects: list[dict], query: Query) -> int:
+    def _note_partial(self, query: Query, objects: list, limit: int) -> None:
+        """An answer as long as the store's promise may hold only the first
+        matches: the query asks again when it runs short (Query.boundary)."""
+        promise = getattr(self.store, "promised", None)
+        promised = promise(query.bound.spec, limit) if promise is not None else limit
+        last = objects[-1] if objects else None
+        if len(objects) >= promised and isinstance(last, dict) and query.match(last):
+            query.mark_partial(last.get(query.bound.spec.id_field), last)
+            query.on_short = self._short
+        else:
+            query.boundary = None
+
+    def _short(self, query: Query) -> None:
+        if self.schedule is None or query.key in self._refilling:
+            return
+        self._refilling.add(query.key)
+        self.schedule(lambda: self._refill(query))
+
+    def _refill(self, query: Query) -> None:
+        """Read a query that ran short again; reset the windows that change."""
+        if self.queries.get(query.key) is not query:
+            self._refilling.discard(query.key)
+            return
+        self.refills += 1
+        size = max([query.bound.limit, *query.windows])
+        d = maybeDeferred(self.store.query, query.bound.spec, query.bound.values, size)
+
+        def done(objects: list) -> None:
+            self._refilling.discard(query.key)
+            if self._replaced(objects, query, size):
+                self.on_reset()
+
+        def failed(f) -> None:
+            self._refilling.discard(query.key)
+            log.failure("re-reading {key} after it ran short failed", f, key=query.key)
+        d.addCallbacks(done, failed)
+
+    def _replaced(self, objects: list[dict], query: Query, size: int) -> int:
         if self.queries.get(query.key) is not query:
             return 0
         id_field = query.bound.spec.id_field
@@ -190,6 +254,7 @@ class ViewRegistry:
         for id_ in query.objects:
             self.holders.get((type_, id_), set()).discard(query)
         changed = query.replace((o.get(id_field), o) for o in objects if isinstance(o, dict))
+        self._note_partial(query, objects, size)
         for id_ in query.objects:
             self.holders.setdefault((type_, id_), set()).add(query)
         for window in changed:

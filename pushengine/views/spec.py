@@ -168,6 +168,9 @@ class Catalog:
                     raise ViewDefinitionError(f"method {spec.method} declared twice")
                 self.methods[spec.method] = spec
             self.by_type.setdefault(spec.type, []).append(spec)
+        # the types a node keeps: those views show and those the file declares;
+        # a change of any other type is counted and dropped
+        self.types = set(self.by_type) | set(self.id_fields)
 
 
 def _order(value: Any, view: str) -> tuple[str, bool]:

@@ -7,9 +7,7 @@ an HTML page or a traceback.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
-import math
 from typing import Any
 
 from klein import Klein
@@ -23,8 +21,10 @@ from werkzeug.routing import RequestRedirect
 from pushengine import metrics
 from pushengine.auth import ApiKeys
 from pushengine.interfaces import FeedUnavailable
-from pushengine.changes import MalformedChange, changes_from_json
-from pushengine.rpc import Dispatcher
+from pushengine.changes import MalformedChange, changes_from_json, decode_json
+from pushengine.limits import retry_after
+from pushengine.rpc import Dispatcher, Refusal
+from pushengine.web.clients import ClientAddresses
 from pushengine.web.static import StaticFiles, static_root
 
 log = Logger()
@@ -38,44 +38,11 @@ def _json(request, code: int, value: Any) -> bytes:
 
 
 def _redirect(request, url: bytes) -> bytes:
-    """A redirect with an empty body (and so no content type to mistake)."""
-    request.redirect(url)
+    """A relative redirect with an empty body (and so no content type to
+    mistake). One leading slash only: ``//host/path`` would leave the site."""
+    request.redirect(b"/" + url.lstrip(b"/"))
     request.setHeader(b"content-length", b"0")
     return b""
-
-
-def _not_finite(value: str) -> float:
-    raise ValueError(f"{value} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"{text[:20]} is out of range")
-    return value
-
-
-def decode_change_body(body: bytes) -> Any:
-    """Decode a publish body; NaN and Infinity (not JSON, and unencodable in
-    any answer that would carry the object) are refused."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise MalformedChange("the body is not UTF-8") from None
-    try:
-        return json.loads(text, parse_constant=_not_finite, parse_float=_finite_float)
-    except RecursionError:
-        raise MalformedChange("the body is not JSON") from None
-    except ValueError as e:
-        raise MalformedChange(f"the body is not JSON: {e}") from None
-
-
-def _is_loopback(request) -> bool:
-    host = getattr(request.getClientAddress(), "host", None)
-    try:
-        return host is not None and ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class WebApp:
@@ -84,7 +51,8 @@ class WebApp:
     def __init__(self, dispatcher: Dispatcher, feed: Any, engine: Any,
                  metrics_registry: Any, health: Any, api_keys: ApiKeys | None = None,
                  publish_key: str | None = None, cors_origin: str | None = None,
-                 id_fields: dict[str, str] | None = None) -> None:
+                 id_fields: dict[str, str] | None = None,
+                 clients: ClientAddresses | None = None) -> None:
         self.dispatcher = dispatcher
         self.feed = feed
         self.engine = engine
@@ -94,6 +62,7 @@ class WebApp:
         self.publish_key = publish_key
         self.cors_origin = cors_origin
         self.id_fields = id_fields or {}
+        self.clients = clients or ClientAddresses()
         root = static_root()
         self.js = StaticFiles(str(root / "js"))
         self.examples = StaticFiles(str(root / "examples"))
@@ -132,13 +101,16 @@ class WebApp:
         if body is None:
             return _json(request, 413, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "the request body is too large"}})
-        result = self.dispatcher.handle(body)
+        result = self.dispatcher.handle(body, self.clients.of(request))
 
         def answer(text: bytes | None) -> bytes:
             request.setHeader(b"content-type", JSON)
             if text is None:
                 request.setResponseCode(204)
                 return b""
+            if isinstance(text, Refusal):
+                request.setResponseCode(text.status)
+                request.setHeader(b"retry-after", b"%d" % retry_after(text.retry_after))
             return text
         if isinstance(result, Deferred):
             return result.addCallback(answer)
@@ -165,17 +137,22 @@ class WebApp:
                 request.setHeader(b"www-authenticate", b"Bearer")
                 return _json(request, 401, {"error": "publishing needs Authorization: "
                                                      "Bearer <publish key>"})
-        elif not _is_loopback(request):
+        elif request.requestHeaders.hasHeader(b"origin"):
+            # a web page in a visitor's browser on this machine must not
+            # publish through it: browsers always send Origin cross-site
+            return _json(request, 403, {"error": "no publish key is configured: "
+                                                 "requests from web pages are refused"})
+        elif not self.clients.is_loopback(request):
             return _json(request, 403, {"error": "no publish key is configured: "
                                                  "only loopback clients may publish"})
         body = self._body(request)
         if body is None:
             return _json(request, 413, {"error": "the request body is too large"})
         try:
-            data = decode_change_body(body)
+            data, checked = decode_json(body)
         except MalformedChange as e:
             return _json(request, 400, {"error": str(e)})
-        changes, errors = changes_from_json(data, self.id_fields)
+        changes, errors = changes_from_json(data, self.id_fields, checked)
         if errors:
             return _json(request, 400, {"error": "malformed change", "details": errors[:20]})
         if not changes:
@@ -228,7 +205,20 @@ class WebApp:
     # -- errors as JSON ------------------------------------------------------------
     @app.handle_errors(RequestRedirect)
     def redirected(self, request, failure):
-        return _redirect(request, failure.value.new_url.encode())
+        # werkzeug builds an absolute URL from the Host header (which may
+        # hold anything, "/" included) and drops the query: keep what follows
+        # its scheme and host, and the request's own query
+        from urllib.parse import urlsplit
+
+        from klein.interfaces import IKleinRequest
+        url = failure.value.new_url
+        mapper = IKleinRequest(request).mapper
+        prefix = f"{mapper.url_scheme}://{mapper.get_host(None)}"
+        path = url[len(prefix):] if url.startswith(prefix) else urlsplit(url).path
+        path = path.partition("?")[0].partition("#")[0] or "/"
+        query = request.uri.partition(b"?")[2]
+        return _redirect(request, path.encode("ascii", "replace")
+                         + (b"?" + query if query else b""))
 
     @app.handle_errors(NotFound)
     def not_found(self, request, failure):

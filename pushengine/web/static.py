@@ -1,6 +1,7 @@
 """Static files (the JS client and the example pages) without HTML error pages."""
 from __future__ import annotations
 
+import os
 import sys
 import sysconfig
 from pathlib import Path
@@ -24,23 +25,51 @@ class JsonError(Resource):
 
 
 class StaticFiles(File):
-    """A File that answers a missing path or a directory without index with JSON."""
+    """A File that answers a missing path or a directory without index with JSON,
+    and never serves anything outside its folder: a symlink that leads out of
+    it is answered as missing."""
 
     childNotFound = JsonError(404, "not found")
     forbidden = JsonError(403, "forbidden")
+    _root: str | None = None
+
+    @property
+    def root(self) -> str:
+        """The real path of the folder this tree of files was made for."""
+        if self._root is None:
+            self._root = os.path.realpath(self.path)
+        return self._root
 
     def getChild(self, path: bytes, request):
         if b"\x00" in path:          # no file has it; the file system would raise
             return self.childNotFound
-        return super().getChild(path, request)
+        try:
+            path.decode("utf-8")
+        except UnicodeDecodeError:   # File would log it as an error
+            return self.childNotFound
+        child = super().getChild(path, request)
+        if isinstance(child, File) and not self._inside(child.path):
+            return self.childNotFound
+        return child
+
+    def _inside(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return real == self.root or real.startswith(self.root.rstrip(os.sep) + os.sep)
+
+    def createSimilarFile(self, path: str):
+        child = super().createSimilarFile(path)
+        child._root = self.root
+        return child
 
     def directoryListing(self):
         return JsonError(404, "not found")
 
     def redirect(self, request) -> bytes:
-        """A directory asked for without its slash: redirect, without an HTML body."""
-        path, sep, query = request.uri.partition(b"?")
-        request.redirect(path + b"/" + sep + query)
+        """A directory asked for without its slash: a relative redirect (the
+        request's own path, never its Host), without an HTML body."""
+        query = request.uri.partition(b"?")[2]
+        location = b"/" + request.path.lstrip(b"/") + b"/"
+        request.redirect(location + (b"?" + query if query else b""))
         request.setHeader(b"content-length", b"0")
         return b""
 

@@ -130,7 +130,9 @@ class Cluster:
         common = ["--amqp", AMQP_URL, "--amqp-exchange", self.exchange,
                   "--memcache", f"127.0.0.1:{mc_port}",
                   "--redis", f"redis://127.0.0.1:6379/{self.redis_db}",
-                  "--max-timeout", str(self.max_timeout), *self.extra]
+                  "--max-timeout", str(self.max_timeout),
+                  # haproxy on this host adds X-Forwarded-For (deploy/haproxy.cfg.in)
+                  "--trusted-proxies", "127.0.0.1/32", *self.extra]
         for i in range(self.count):
             name = f"cluster-{self.tag}-n{i + 1}"
             self.nodes.append(Node(self.workdir / name, name, *common))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -22,8 +23,8 @@ def test_one_change_and_a_batch():
 @pytest.mark.parametrize("body, error", [
     (b"\xff\xfe", "not UTF-8"),
     (b"{nope", "not JSON"),
-    (b'{"type":"S","action":"upsert","obj":{"id":NaN}}', "not JSON"),
-    (b'{"type":"S","action":"upsert","obj":{"id":1,"v":Infinity}}', "not JSON"),
+    (b'{"type":"S","action":"upsert","obj":{"id":NaN}}', "NaN"),
+    (b'{"type":"S","action":"upsert","obj":{"id":1,"v":Infinity}}', "Infinity"),
     (b'"text"', "JSON object"),
     (b'{"action":"upsert","obj":{"id":1}}', "'type'"),
     (b'{"type":"S","action":"merge","obj":{"id":1}}', "'action'"),
@@ -42,7 +43,7 @@ def test_a_bad_change_in_a_batch_is_named_by_index():
                        {"type": "S", "action": "upsert", "obj": {}}])
     changes, errors = decode_changes(body)
     assert len(changes) == 1 and errors == ["change 1: 'obj.id' must be a non-empty string "
-                                            "or an integer"]
+                                            "or an integer within ±2**53"]
 
 
 def test_id_field_per_type():
@@ -51,7 +52,9 @@ def test_id_field_per_type():
     assert changes[0].id == 5 and errors == []
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63)
+                           | st.text().filter(lambda t: not any(0xD800 <= ord(c) <= 0xDFFF
+                                                                for c in t)),
                            lambda inner: st.lists(inner, max_size=3)
                            | st.dictionaries(st.text(max_size=5), inner, max_size=3),
                            max_leaves=10)
@@ -60,7 +63,9 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text()
 @given(st.lists(st.fixed_dictionaries({
     "type": st.text(min_size=1, max_size=10),
     "action": st.sampled_from(["upsert", "delete"]),
-    "obj": st.fixed_dictionaries({"id": st.integers() | st.text(min_size=1, max_size=20)},
+    "obj": st.fixed_dictionaries({"id": st.integers(-2**53, 2**53)
+                                        | st.text(st.characters(blacklist_categories=["Cs"]),
+                                                  min_size=1, max_size=20)},
                                  optional={"data": json_values})}), min_size=1, max_size=5))
 def test_encode_then_decode_is_identity(items):
     changes, errors = decode_changes(json.dumps(items))
@@ -73,3 +78,17 @@ def test_encode_then_decode_is_identity(items):
 def test_any_bytes_never_raise(body):
     changes, errors = decode_changes(body)
     assert changes or errors
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"type":"Stream","action":"upsert","obj":{"id":1,"t":"\\ud800"}}', "surrogate"),
+    ('{"type":"Stream","action":"upsert","obj":{"id":1,"v":1e999}}', "1e999"),
+    ('{"type":"Stream","action":"upsert","obj":{"id":9007199254740993}}', "2**53"),
+    ('{"type":"Stream","action":"upsert","obj":{"id":1,"v":' + "[" * 70 + "]" * 70 + "}}",
+     "deeper than 64"),
+])
+def test_the_publish_command_refuses_what_no_answer_can_carry(text, why):
+    """``pushengine-publish`` validates with the same decoder as every feed."""
+    from pushengine.publish_cli import BadInput, read_messages
+    with pytest.raises(BadInput, match=re.escape(why)):
+        read_messages([(1, text)], "line")

@@ -17,7 +17,7 @@ VIEWS = {"Live": {"type": "Stream", "params": ["limit"], "where": {"live": True}
 
 
 def stream(id_, n=0, live=True, **kw):
-    return {"id": id_, "n": n, "live": live, **kw}
+    return {"id": id_, "n": n, "live": live, "public": True, **kw}
 
 
 class SessionTests(SynchronousTestCase):

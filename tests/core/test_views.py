@@ -22,7 +22,7 @@ def view(**kw):
 def matches(where, obj, params=None, user=None, params_decl=None):
     catalog = parse_catalog({"views": view(where=where, params=params_decl or list(params or {}))})
     bound = catalog.views["V"].bind(params or {}, user, None)
-    return bound.predicate()(obj)
+    return bound.predicate()({"public": True, **obj})
 
 
 # -- the views file --------------------------------------------------------------
@@ -203,10 +203,10 @@ def test_a_change_reaches_only_the_views_it_can_affect(monkeypatch):
         offered.append(self.key)
         return original(self, id_, obj)
     monkeypatch.setattr(query_module.Query, "upsert", spy)
-    engine.apply_changes([upsert({"id": 1, "user_id": 500})])
+    engine.apply_changes([upsert({"id": 1, "user_id": 500, "public": True})])
     assert offered == ["User(user_id=500)"]
     offered.clear()
-    engine.apply_changes([upsert({"id": 1, "user_id": 501})])   # moves between users
+    engine.apply_changes([upsert({"id": 1, "user_id": 501, "public": True})])   # moves between users
     assert sorted(offered) == ["User(user_id=500)", "User(user_id=501)"]
 
 
@@ -241,9 +241,9 @@ def test_concurrent_first_subscriptions_share_one_store_query_and_see_changes():
     bound = catalog.views["User"].bind({"user_id": 5}, None, 10)
     d1, d2 = registry.open(bound), registry.open(bound)
     assert len(store.pending) == 1
-    registry.apply(Change("Stream", "upsert", 2, {"id": 2, "user_id": 5}))
+    registry.apply(Change("Stream", "upsert", 2, {"id": 2, "user_id": 5, "public": True}))
     registry.apply(Change("Stream", "delete", 3, {"id": 3}))
-    store.pending[0].callback([{"id": 3, "user_id": 5}, {"id": 4, "user_id": 5}])
+    store.pending[0].callback([{"id": 3, "user_id": 5, "public": True}, {"id": 4, "user_id": 5, "public": True}])
     w1, w2 = result(d1), result(d2)
     assert w1 is w2
     assert [o["id"] for o in w1.state()] == [2, 4]
@@ -264,7 +264,7 @@ def test_feed_gap_resets_views_whose_state_changed():
     catalog = parse_catalog({"views": HOME})
 
     class Store:
-        objects = [{"id": 1, "user_id": 5}]
+        objects = [{"id": 1, "user_id": 5, "public": True}]
 
         def query(self, view, params, limit):
             return succeed(list(self.objects))
@@ -278,7 +278,7 @@ def test_feed_gap_resets_views_whose_state_changed():
     engine = Engine(Clock(), catalog, store)
     changed, _ = subscribe(engine, "User", {"user_id": 5})
     same, _ = subscribe(engine, "User", {"user_id": 6})
-    store.objects = [{"id": 1, "user_id": 5}, {"id": 2, "user_id": 5}]
+    store.objects = [{"id": 1, "user_id": 5, "public": True}, {"id": 2, "user_id": 5, "public": True}]
     engine.feed_gap()
     got = json.loads(engine.sessions.get_events(changed, 0, None))
     assert [(e["action"], [o["id"] for o in e["obj"]]) for e in got] == [("reset", [1, 2])]

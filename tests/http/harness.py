@@ -215,28 +215,43 @@ class Raw:
 
     def response(self) -> Reply:
         """The first complete response written so far."""
+        replies = self.responses()
+        assert replies, f"no complete response yet: {self.transport.value()!r}"
+        return replies[0]
+
+    def responses(self) -> list[Reply]:
+        """Every complete response written on the connection so far, in order."""
         from twisted.web.http_headers import Headers
-        raw = self.transport.value()
-        head, sep, rest = raw.partition(b"\r\n\r\n")
-        assert sep, f"no complete response yet: {raw!r}"
-        lines = head.split(b"\r\n")
-        code = int(lines[0].split()[1])
-        headers = Headers()
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            headers.addRawHeader(name.strip(), value.strip())
-        if (headers.getRawHeaders(b"transfer-encoding") or [b""])[0].lower() == b"chunked":
-            body = b""
-            while True:
-                size, _, rest = rest.partition(b"\r\n")
-                n = int(size, 16)
-                if n == 0:
-                    break
-                body, rest = body + rest[:n], rest[n + 2:]
-        else:
-            length = headers.getRawHeaders(b"content-length")
-            body = rest[:int(length[0])] if length else rest
-        return check(Reply(code, headers, body))
+        data = self.transport.value()
+        out = []
+        while True:
+            head, sep, rest = data.partition(b"\r\n\r\n")
+            if not sep:
+                return out
+            lines = head.split(b"\r\n")
+            code = int(lines[0].split()[1])
+            headers = Headers()
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                headers.addRawHeader(name.strip(), value.strip())
+            if (headers.getRawHeaders(b"transfer-encoding") or [b""])[0].lower() == b"chunked":
+                body = b""
+                while True:
+                    size, _, rest = rest.partition(b"\r\n")
+                    if not size:
+                        return out
+                    n = int(size, 16)
+                    if n == 0:
+                        rest = rest[2:]
+                        break
+                    body, rest = body + rest[:n], rest[n + 2:]
+            else:
+                length = int((headers.getRawHeaders(b"content-length") or [b"0"])[0])
+                if len(rest) < length:
+                    return out
+                body, rest = rest[:length], rest[length:]
+            out.append(check(Reply(code, headers, body)))
+            data = rest
 
 
 def http_request(method: str, path: str, body: bytes = b"", headers: dict | None = None,

@@ -1,0 +1,108 @@
+"""One answer of the in-process store built a slice at a time.
+
+``MemoryStore`` runs the scans in progress round-robin, a few milliseconds
+per reactor turn, so that a subscription never holds the reactor for long.
+"""
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any, Callable
+
+from twisted.internet.defer import Deferred
+
+FIRST_CHUNK, MIN_CHUNK, MAX_CHUNK = 64, 8, 4_096
+first = itemgetter(0)    # sort (key, object) pairs by key alone
+
+
+class Scan:
+    """One answer being built from some buckets of objects (id -> object), a
+    slice at a time. A bucket is copied to a list (``snapshot``) when the
+    scan reaches it; every id changed in the store from the scan's start on
+    is in ``changed``, so a copy may be taken late and still be made good.
+
+    It keeps the first ``keep`` hits in view order (sorting and cutting when
+    twice as many have gathered); ``boundary`` is the key of the last one kept
+    once some were cut: the answer is then exact up to it and holds nothing
+    after it. Hits are the objects themselves (their keys are made when
+    sorting and dropped after), so that a scan leaves no garbage for the
+    collector's young generation to walk."""
+
+    __slots__ = ("type", "id_field", "sources", "snapshot", "objects", "pos", "match", "key",
+                 "reverse", "keep", "hits", "boundary", "changed", "deferred", "chunk")
+
+    def __init__(self, type_: str, id_field: str, sources: list[dict],
+                 snapshot: Callable[[str, dict], list], match: Callable, key: Callable,
+                 reverse: bool, keep: int) -> None:
+        self.type = type_
+        self.id_field = id_field
+        self.sources = sources[::-1]   # popped from the end
+        self.snapshot = snapshot
+        self.objects: list[dict] = []
+        self.pos = 0
+        self.match = match
+        self.key = key
+        self.reverse = reverse
+        self.keep = keep
+        self.hits: list[dict] = []
+        self.boundary: Any = None
+        self.changed: set = set()      # ids changed in the store since the start
+        self.deferred: Deferred = Deferred()
+        self.chunk = FIRST_CHUNK       # objects per step, adapted to their cost
+
+    def step(self, count: int) -> int:
+        """Examine up to ``count`` more candidates; return how many."""
+        pos = self.pos
+        if pos >= len(self.objects):
+            if not self.sources:
+                return 0
+            self.objects, pos = self.snapshot(self.type, self.sources.pop()), 0
+        match, boundary = self.match, self.boundary
+        end = min(pos + count, len(self.objects))
+        chunk = self.objects[pos:end]
+        if boundary is None:
+            hits = [o for o in chunk if match(o)]
+        elif self.reverse:             # only what comes before the last kept
+            key = self.key
+            hits = [o for o in chunk if match(o) and key(o) > boundary]
+        else:
+            key = self.key
+            hits = [o for o in chunk if match(o) and key(o) < boundary]
+        if hits:
+            self.hits.extend(hits)
+            if len(self.hits) >= 2 * self.keep:
+                self._cut()
+        self.pos = end
+        return end - pos
+
+    def _cut(self) -> None:
+        hits = self.hits
+        hits.sort(key=self.key, reverse=self.reverse)
+        if len(hits) > self.keep:
+            self.boundary = self.key(hits[self.keep - 1])
+            del hits[self.keep:]
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.objects) and not self.sources
+
+    def answer(self, current: dict[Any, dict]) -> list[dict]:
+        """The answer, with the store's own copy of every object changed
+        since the snapshot (``current``: the type's objects now)."""
+        hits, match, key = self.hits, self.match, self.key
+        if self.changed:
+            changed, id_field = self.changed, self.id_field
+            hits = [o for o in hits if o.get(id_field) not in changed]
+            for id_ in changed:
+                obj = current.get(id_)
+                if obj is not None and match(obj):
+                    hits.append(obj)
+        pairs = [(key(o), o) for o in hits]
+        pairs.sort(key=first, reverse=self.reverse)
+        boundary = self.boundary
+        if boundary is not None:
+            # nothing after the last object kept: what lay between was cut
+            if self.reverse:
+                pairs = [p for p in pairs if p[0] >= boundary]
+            else:
+                pairs = [p for p in pairs if p[0] <= boundary]
+        return [o for _, o in pairs[:self.keep]]

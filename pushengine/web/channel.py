@@ -1,0 +1,215 @@
+"""The HTTP connection: two deadlines, and JSON for what never reaches a route.
+
+twisted.web's ``HTTPChannel`` has one timer, the idle timeout of
+``TimeoutMixin``, and it restarts that timer on every byte received: a client
+that sends one header line every few seconds (slowloris) keeps its connection,
+and a slot of the node, forever. ``DeadlineChannel`` adds a second timer that
+bytes do not move:
+
+- the *header deadline* (``--header-timeout``): a request's line and headers
+  must be complete within it, counted from the connection's start for the
+  first request, and for each later request on a keep-alive connection from
+  the end of the previous response when bytes of the next request were already
+  waiting (pipelined), else from the first byte of that next request. When it
+  passes the connection gets a 408 with a JSON body and is closed.
+- the *idle timeout* (``--idle-timeout``): twisted.web's own timer, which
+  closes a connection that sends nothing for that long. twisted.web stops it
+  while a request is being answered and starts it again when the response
+  ends, so it bounds the wait between requests (and a stalled body upload).
+
+Neither timer runs while a request is answered: a parked long-poll, whose
+headers are complete and whose answer waits up to ``--max-timeout``, is cut by
+neither.
+
+The channel also answers what twisted.web refuses before any resource sees it
+(a malformed request line, a bad header, too many or too long headers) with a
+JSON 400 instead of a bare status line, and ``guard_urls`` wraps the site's
+root so that a URL that is not percent-encoded UTF-8, or a ``Host`` that is
+no host name, gets a JSON 400 instead of klein's text answer (or twisted.web's
+HTML 500 page) and a logged traceback.
+
+The clock is the one the ``Site`` was given (``Site(reactor=...)``), through
+the ``callLater`` that ``HTTPFactory.buildProtocol`` puts on each channel.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable
+
+from twisted.web.http import HTTPChannel
+from twisted.web.resource import Resource
+
+from pushengine.web.static import JsonError
+
+
+def _answer(status: bytes, message: str) -> bytes:
+    """A complete response that closes the connection, with a JSON body."""
+    body = json.dumps({"error": message}, separators=(",", ":")).encode()
+    return (b"HTTP/1.1 " + status + b"\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Content-Length: %d\r\n"
+            b"Connection: close\r\n\r\n" % len(body)) + body
+
+
+BAD_REQUEST = _answer(b"400 Bad Request", "bad request")
+HEADERS_TOO_SLOW = _answer(b"408 Request Timeout",
+                           "the request headers did not arrive in time")
+
+
+class DeadlineChannel(HTTPChannel):
+    """An ``HTTPChannel`` whose requests must finish their headers in time."""
+
+    headerTimeout: float | None = 10.0
+    _headerCall: Any = None
+    # between requests of a keep-alive connection, before a byte of the next
+    _betweenRequests = False
+
+    # -- the header deadline -----------------------------------------------------
+    def _startHeaderDeadline(self) -> None:
+        self._cancelHeaderDeadline()
+        if self.headerTimeout is not None:
+            self._headerCall = self.callLater(self.headerTimeout, self._headersTooSlow)
+
+    def _cancelHeaderDeadline(self) -> None:
+        call, self._headerCall = self._headerCall, None
+        if call is not None and call.active():
+            call.cancel()
+
+    def _headersTooSlow(self) -> None:
+        self._headerCall = None
+        transport = self.transport
+        if transport is None or getattr(transport, "disconnecting", False):
+            return
+        transport.write(HEADERS_TOO_SLOW)
+        # like twisted.web's idle timeout: a client that does not read its
+        # answer does not hold the connection beyond abortTimeout either
+        if self.abortTimeout is not None and self._abortingCall is None:
+            self._abortingCall = self.callLater(self.abortTimeout, self.forceAbortClient)
+        self.loseConnection()
+
+    # -- HTTPChannel -------------------------------------------------------------
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        self._startHeaderDeadline()
+
+    def dataReceived(self, data: bytes) -> None:
+        if self._betweenRequests and data:
+            # the next request starts: its headers are now on the clock
+            self._betweenRequests = False
+            self._startHeaderDeadline()
+        super().dataReceived(data)
+
+    def allHeadersReceived(self) -> None:
+        self._cancelHeaderDeadline()
+        super().allHeadersReceived()
+
+    def requestDone(self, request) -> None:
+        if self.persistent and self.requests and request is self.requests[0]:
+            # bytes of the next request may wait in the channel's buffer (read
+            # while this one was answered) or in LineReceiver's (when this one
+            # was answered before its dataReceived call returned)
+            if any(self._dataBuffer) or self._buffer:
+                # the next request was pipelined: its clock starts now
+                self._startHeaderDeadline()
+            else:
+                self._betweenRequests = True
+        super().requestDone(request)
+
+    def connectionLost(self, reason) -> None:
+        self._cancelHeaderDeadline()
+        self._betweenRequests = False
+        super().connectionLost(reason)
+
+    # -- JSON for what twisted.web refuses itself -----------------------------------
+    def _respondToBadRequestAndDisconnect(self) -> None:
+        self._cancelHeaderDeadline()
+        self.transport.write(BAD_REQUEST)
+        self.loseConnection()
+
+    def lineLengthExceeded(self, line: bytes) -> None:
+        """A request or header line longer than ``MAX_LENGTH`` (LineReceiver
+        would just drop the connection)."""
+        self._respondToBadRequestAndDisconnect()
+
+
+def deadline_protocol(header_timeout: float | None) -> Callable[[], DeadlineChannel]:
+    """What a ``Site``'s ``protocol`` attribute builds its connections with.
+
+    ``HTTPFactory.buildProtocol`` then gives each channel the site's clock
+    (``callLater``) and idle timeout (``timeOut``); ``Site.buildProtocol``
+    its request factory. (Plain HTTP/1.1: twisted.web's default wrapper only
+    adds HTTP/2 over TLS, which needs the ``h2`` package, not installed.)
+    """
+    def build() -> DeadlineChannel:
+        channel = DeadlineChannel()
+        channel.headerTimeout = header_timeout
+        return channel
+    return build
+
+
+_BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _host_name(name: bytes) -> bool:
+    """What klein and werkzeug do with the request's host name without
+    failing: decode it as UTF-8 and encode it as IDNA (``..``, an empty label
+    or one above 63 characters fail: werkzeug's ``BadHost`` escapes klein's
+    error handlers and becomes twisted.web's HTML 500 page)."""
+    try:
+        name.decode("utf-8").lower().partition(":")[0].encode("idna")
+    except UnicodeError:
+        return False
+    return True
+
+
+class _UrlGuard(Resource):
+    """Passes every request to ``inner`` unless its path holds a bad
+    percent-escape or is not UTF-8 once decoded, or its ``Host`` is no host
+    name: those get a JSON 400 (klein would log a traceback for some and
+    answer them in plain text or HTML)."""
+
+    bad_url = JsonError(400, "bad URL: a path that is not percent-encoded UTF-8")
+    bad_host = JsonError(400, "bad Host header")
+
+    def __init__(self, inner: Resource) -> None:
+        super().__init__()
+        self.inner = inner
+        self._good_hosts: dict[bytes, bool] = {}
+
+    def _refusal(self, segments: list[bytes], request) -> Resource | None:
+        if _BAD_ESCAPE.search(request.path) or not all(_utf8(s) for s in segments):
+            return self.bad_url
+        host = request.getRequestHostname()
+        known = self._good_hosts.get(host)
+        if known is None:
+            known = _host_name(host)
+            if len(self._good_hosts) >= 256:     # a bounded memo of names seen
+                self._good_hosts.clear()
+            self._good_hosts[host] = known
+        return None if known else self.bad_host
+
+    def getChildWithDefault(self, path: bytes, request) -> Resource:
+        refusal = self._refusal([path, *request.postpath], request)
+        if refusal is not None:
+            return refusal
+        return self.inner.getChildWithDefault(path, request)
+
+    def render(self, request):
+        refusal = self._refusal(request.postpath, request)
+        if refusal is not None:
+            return refusal.render(request)
+        return self.inner.render(request)
+
+
+def guard_urls(resource: Resource) -> Resource:
+    """The site's root: ``resource`` behind the URL and Host checks."""
+    return _UrlGuard(resource)

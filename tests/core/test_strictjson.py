@@ -1,0 +1,62 @@
+"""The strict JSON decoder every input path shares."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, strategies as st
+
+from pushengine import strictjson
+from pushengine.strictjson import UnsafeJSON
+
+clean_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=20)
+clean = st.recursive(
+    st.none() | st.booleans() | st.integers(-2 ** 63, 2 ** 63)
+    | st.floats(allow_nan=False, allow_infinity=False) | clean_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(clean_text, inner, max_size=4),
+    max_leaves=20)
+
+
+@given(clean)
+def test_what_json_can_carry_round_trips(value):
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+        assert strictjson.loads(text) == value
+        assert strictjson.loads(text.encode("utf-8")) == value
+
+
+@given(clean, st.sampled_from(['"\\ud800"', '"a\\udfffb"', "NaN", "-Infinity", "1e999",
+                               "1" + "0" * 400, "[" * 70 + "]" * 70]))
+def test_one_bad_value_anywhere_is_refused(value, bad):
+    text = json.dumps({"ok": value, "bad": "HOLE"}).replace('"HOLE"', bad)
+    with pytest.raises(UnsafeJSON):
+        strictjson.loads(text)
+
+
+@pytest.mark.parametrize("text, why", [
+    (b"\xff", "not UTF-8"), (b"{", "not JSON"), ('"\\ud800"', "surrogate"),
+    ('{"a": [1, NaN]}', "a[1] is NaN"), ('{"v": 1e999}', "v is 1e999"),
+    ("[" * 65 + "]" * 65, "deeper than 64"), ("[" * 100_000 + "]" * 100_000, "deeper than 64"),
+    ('{"k\\udc00": 1}', "a key"),
+])
+def test_refusals_say_what_and_where(text, why):
+    with pytest.raises(UnsafeJSON, match=why.replace("[", r"\[")):
+        strictjson.loads(text)
+
+
+def test_sixty_four_levels_pass():
+    assert strictjson.loads("[" * 64 + "]" * 64) is not None
+
+
+def test_bounds_on_strings_and_lists():
+    assert strictjson.problem(["x" * 10], max_string=10) is None
+    assert "longer than 10" in strictjson.problem(["x" * 11], max_string=10)
+    assert "more than 3 elements" in strictjson.problem({"a": [1, 2, 3, 4]}, max_items=3)
+    assert "more than 1 members" in strictjson.problem({"a": 1, "b": 2}, max_items=1)
+
+
+@pytest.mark.parametrize("value, ok", [
+    (0, True), (2 ** 53, True), (-2 ** 53, True), (2 ** 53 + 1, False), (10 ** 400, False),
+    ("x", True), (True, False), (1.5, False), (None, False),
+])
+def test_safe_ids(value, ok):
+    assert strictjson.safe_id(value) is ok

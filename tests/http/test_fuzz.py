@@ -1,0 +1,149 @@
+"""Generated hostile input against a node's real resources (hypothesis).
+
+Whatever a client sends — JSON-RPC bodies, publish bodies, AMQP message
+bodies — the node answers no 5xx, writes no traceback, every answer is JSON a
+strict parser accepts, and afterwards a normal session works as before.
+"""
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from pushengine.changes import decode_changes
+from tests.http.harness import ClockNode, Http, Rpc
+
+FUZZ = settings(max_examples=150, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def strict(body: bytes):
+    """Parse an answer as a strict client would; an internal error (-32603)
+    is a failure too: it means something got through that should not have."""
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+    assert b'"code":-32603' not in body, body
+    return json.loads(body.decode("utf-8"), parse_constant=refuse)
+
+
+# text with what breaks naive JSON handling: lone surrogates, astral
+# characters, control characters, quotes and backslashes
+nasty_text = st.one_of(
+    st.text(max_size=20),
+    st.sampled_from(["\ud800", "x\udfffy", "\U0001F431", "\x00", '"', "\\", "кот", "$session.user",
+                     "session.user", "", "x" * 2000]),
+)
+nasty_number = st.one_of(
+    st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([2 ** 53 + 1, -2 ** 53 - 1, 10 ** 400, -(10 ** 309)]))
+scalars = st.one_of(st.none(), st.booleans(), nasty_number, nasty_text)
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(nasty_text, inner, max_size=4), max_leaves=12)
+
+METHODS = ["session.create", "session.destroy", "session.authorize", "session.subscribe",
+           "session.unsubscribe", "session.get_events", "stats.online",
+           "stream.subscribe_public_live", "stream.subscribe_user", "stream.subscribe_word",
+           "stream.subscribe_near", "stream.subscribe_home", "no.such", ""]
+calls = st.one_of(
+    st.fixed_dictionaries({"jsonrpc": st.sampled_from(["2.0", "1.0", 2]),
+                           "method": st.one_of(st.sampled_from(METHODS), nasty_text)},
+                          optional={"id": st.one_of(scalars, st.lists(scalars, max_size=2)),
+                                    "params": values}),
+    st.fixed_dictionaries({"method": st.sampled_from(METHODS)}, optional={"params": values,
+                                                                         "id": scalars}),
+    values,
+)
+
+
+def encode(value) -> bytes:
+    """JSON text of a generated value, lone surrogates and huge numbers
+    included (json.dumps writes them; only the parser must refuse them)."""
+    return json.dumps(value, ensure_ascii=True).encode()
+
+
+splices = st.sampled_from([b"", b"NaN", b"Infinity", b"1e999", b"-1e999", b"[" * 70 + b"]" * 70,
+                           b"\xff", b'"\\ud800"', b"{", b"]"])
+
+
+def node_and_http():
+    node = ClockNode("--client-rate", "0")
+    return node, Http(node.web.resource())
+
+
+def still_serves(http: Http) -> None:
+    rpc = Rpc(http)
+    sid = rpc("session.create")
+    key, state = rpc("stream.subscribe_public_live", sid, 50)
+    assert isinstance(state, list)
+    assert rpc("session.get_events", sid, 0, 0) is not None
+
+
+@FUZZ
+@given(st.one_of(calls, st.lists(calls, min_size=1, max_size=5)), splices)
+def test_generated_jsonrpc_bodies(body, splice) -> None:
+    node, http = node_and_http()
+    raw = encode(body)
+    if splice:
+        # splice something no encoder writes into the params or the end
+        raw = raw.replace(b'"params": ', b'"params": ' + splice + b", ", 1) \
+            if b'"params": ' in raw else raw + splice
+    reply = http.post("/api/jsonrpc", raw)
+    assert reply.code < 500, reply
+    if reply.body:
+        strict(reply.body)
+    # let every parked poll time out, then the node serves a normal client
+    node.clock.advance(100)
+    still_serves(http)
+
+
+# mostly well-formed live public streams with one nasty field: the ones that
+# would reach every subscriber if the decoder let them through
+change = st.fixed_dictionaries({
+    "type": st.one_of(st.just("Stream"), st.just("Stream"), nasty_text),
+    "action": st.sampled_from(["upsert", "upsert", "upsert", "insert", "delete", "drop"]),
+    "obj": st.one_of(st.fixed_dictionaries(
+        {"id": st.one_of(st.integers(0, 5), nasty_number, nasty_text), "public": st.just(True),
+         "live": st.just(True), "title": nasty_text},
+        optional={"viewers": nasty_number, "created_at": nasty_text, "nested": values}),
+        values),
+})
+
+
+@FUZZ
+@given(st.one_of(change, st.lists(change, max_size=5), values), splices)
+def test_generated_publish_bodies(body, splice) -> None:
+    node, http = node_and_http()
+    rpc = Rpc(http)
+    sid = rpc("session.create")
+    rpc("stream.subscribe_public_live", sid, 50)
+    raw = encode(body)
+    if splice:
+        raw = raw.replace(b'"obj": {', b'"obj": {"x": ' + splice + b", ", 1) \
+            if b'"obj": {' in raw else raw + splice
+    reply = http.post("/api/publish", raw)
+    assert reply.code in (200, 400), reply
+    strict(reply.body)
+    # whatever was accepted can be sent: the events and states parse strictly
+    events = http.post("/api/jsonrpc", rpc.body("session.get_events", [sid, 0, 0]))
+    strict(events.body)
+    state = http.post("/api/jsonrpc", rpc.body("stream.subscribe_public_live", [sid, 50]))
+    strict(state.body)
+    still_serves(http)
+
+
+@FUZZ
+@given(st.one_of(change, st.lists(change, max_size=5), values), splices)
+def test_generated_amqp_bodies(body, splice) -> None:
+    """The AMQP feed hands every message body to ``decode_changes``, then to
+    the engine: nothing it accepts may break a session."""
+    node, http = node_and_http()
+    rpc = Rpc(http)
+    sid = rpc("session.create")
+    rpc("stream.subscribe_public_live", sid, 50)
+    raw = encode(body) + splice
+    changes, errors = decode_changes(raw, node.catalog.id_fields)
+    assert changes or errors or raw == b"[]"
+    node.engine.apply_changes(changes)
+    strict(http.post("/api/jsonrpc", rpc.body("session.get_events", [sid, 0, 0])).body)
+    strict(http.post("/api/jsonrpc", rpc.body("stream.subscribe_public_live", [sid, 50])).body)
+    still_serves(http)
