@@ -112,8 +112,9 @@ class Api:
         d.addErrback(lambda f: log.failure("counting a session online failed", f))
 
     def session_create(self, caller: Any = None) -> str | Deferred:
-        """``caller`` is the client's address (sessions per client are capped)."""
-        session = self.sessions.create(client=caller)
+        """``caller`` (a ``pushengine.caller.Caller``) says who asks: sessions
+        per client address are capped."""
+        session = self.sessions.create(client=getattr(caller, "address", None))
         self._count_online(session)
         # the next call may reach another node (a balancer hashes on the id,
         # which it did not know for this call): answer once the session

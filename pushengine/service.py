@@ -117,7 +117,7 @@ class Node:
         self.rpc_errors: dict[int, int] = {}
         self.call_rate = CallRate(reactor, options["client-rate"])
         self.dispatcher = Dispatcher(self.api.methods(), max_batch=options["max-batch"],
-                                     on_error=self._count_error, admit=self.call_rate.admit)
+                                     on_error=self._count_error, admit=self._admit)
         self.sources["feed"] = self.feed
         self.sources["clients"] = _ClientFigures(self.call_rate, self.engine.sessions.per_client)
         self.collector = metrics.EngineCollector(self.engine, options["node-id"], reactor,
@@ -128,6 +128,10 @@ class Node:
                           options["publish-key"], options["cors-origin"],
                           self.catalog.id_fields,
                           ClientAddresses(options["trusted-proxies"]))
+
+    def _admit(self, caller: Any, calls: int) -> float:
+        """The call rate per client address (0: go ahead, else seconds to wait)."""
+        return self.call_rate.admit(getattr(caller, "address", caller), calls)
 
     def _count_error(self, code: int) -> None:
         self.rpc_errors[code] = self.rpc_errors.get(code, 0) + 1

@@ -101,7 +101,7 @@ class WebApp:
         if body is None:
             return _json(request, 413, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "the request body is too large"}})
-        result = self.dispatcher.handle(body, self.clients.of(request))
+        result = self.dispatcher.handle(body, self.clients.caller(request))
 
         def answer(text: bytes | None) -> bytes:
             request.setHeader(b"content-type", JSON)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Iterable
 
+from pushengine.caller import Caller
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -73,6 +75,18 @@ class ClientAddresses:
             if not self._trusted(address):
                 return str(address)
         return str(peer)
+
+    def caller(self, request) -> Caller:
+        """Who sent ``request``: its address, whether it is loopback, the
+        Bearer token it presented, whether a web page sent it."""
+        auth = request.requestHeaders.getRawHeaders(b"authorization")
+        bearer = None
+        if auth:
+            scheme, _, token = auth[0].decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                bearer = token.strip()
+        return Caller(self.of(request), self.is_loopback(request), bearer,
+                      request.requestHeaders.hasHeader(b"origin"))
 
     def is_loopback(self, request) -> bool:
         """A client on this machine. A request relayed by a proxy that is not

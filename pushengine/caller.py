@@ -1,0 +1,17 @@
+"""Who sent a call, as the transport knows it, for methods that must know.
+
+Transports build one per request (HTTP) or per connection (WebSocket) and
+pass it to ``Dispatcher.handle``; a method declared ``with_caller=True``
+receives it. The core never sees a transport: only this small value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    address: str                      # the client's address (through trusted proxies)
+    loopback: bool = False            # a client on this machine, not relayed by a proxy
+    bearer: str | None = None         # the token of ``Authorization: Bearer <token>``
+    from_page: bool = False           # the request carried an Origin (a web page sent it)
