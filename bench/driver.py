@@ -1,7 +1,9 @@
 """Benchmark driver: pushengine side by side with nginx+nchan.
 
-    python bench/driver.py                      # the full suite (~16 min on 2 cores)
+    python bench/driver.py                      # the full suite (~35 min on 2 cores)
     python bench/driver.py --suite quick        # smaller N, a few minutes
+    python bench/driver.py --suite targets      # issue 10: 10,000 streams, held streams
+    python bench/driver.py --transports sse,ws   # only the streaming runs (longpoll, sse, ws)
     python bench/driver.py --only fanout        # a group: held, answers, fanout, users, amqp
     python bench/driver.py --only held --sessions 10000
     python bench/driver.py --profile            # the engine under py-spy (scenarios 2, 3)
@@ -65,6 +67,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def engine_env() -> dict[str, str]:
+    """The engine runs from this checkout, not from whatever version of the
+    package is installed beside twistd: PYTHONPATH puts the work tree first."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def engine_source() -> str:
+    """Where the engine process imports ``pushengine`` from (with engine_env)."""
+    try:
+        return subprocess.run([sys.executable, "-c",
+                               "import pushengine, os; "
+                               "print(os.path.dirname(pushengine.__file__))"],
+                              env=engine_env(), cwd=tempfile.gettempdir(),
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def wait_http(url: str, seconds: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
@@ -110,7 +132,7 @@ class EngineServer:
 
     def start(self) -> "EngineServer":
         raise_nofile()  # inherited by the child: its `ulimit -n`
-        self.proc = subprocess.Popen(self.command(), cwd=self.tmp.name,
+        self.proc = subprocess.Popen(self.command(), cwd=self.tmp.name, env=engine_env(),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      start_new_session=True)
         try:
@@ -139,6 +161,8 @@ class EngineServer:
                     pass
         if "pushengine_polls_waiting" in out:
             out["polls_waiting"] = out["pushengine_polls_waiting"]
+        if "pushengine_streams" in out:
+            out["streams_open"] = out["pushengine_streams"]
         return out
 
     def log_tail(self) -> str:
@@ -186,7 +210,8 @@ class NchanServer:
             except (ValueError, IndexError):
                 pass
         if "nchan_subscribers" in out:
-            out["polls_waiting"] = out["nchan_subscribers"]
+            # every kind of subscriber: long-polls, EventSource and WebSocket
+            out["polls_waiting"] = out["streams_open"] = out["nchan_subscribers"]
         return out
 
     def stop(self) -> None:
@@ -323,6 +348,17 @@ class Sampler(threading.Thread):
             return None
         return 100.0 * (pts[-1][2] - pts[0][2]) / (pts[-1][0] - pts[0][0])
 
+    def cpu_seconds(self, start: float, end: float) -> float | None:
+        """The server's CPU seconds between two instants (nearest samples
+        outside them)."""
+        before = [s for s in self.samples if s[0] <= start]
+        after = [s for s in self.samples if s[0] >= end]
+        first = before[-1] if before else (self.samples[0] if self.samples else None)
+        last = after[0] if after else (self.samples[-1] if self.samples else None)
+        if first is None or last is None or last[0] <= first[0]:
+            return None
+        return last[2] - first[2]
+
     def client_cpu_pct(self, start: float | None, end: float | None) -> float | None:
         if start is None or end is None:
             return None
@@ -417,8 +453,11 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> di
         raise
     sampler = Sampler(server, metrics_every=1.0 if run.group == "held" else 0.0)
     result: dict[str, Any] = {"name": run.name, "group": run.group, "target": run.target,
+                              "transport": run.transport,
                               "sessions": run.sessions, "subs": run.subs, "rate": run.rate,
-                              "batch": run.batch, "note": run.note}
+                              "batch": run.batch, "note": run.note,
+                              # the machine is shared: how busy it was around the run
+                              "loadavg_before": os.getloadavg()[0]}
     profiler: Profiler | None = None
     pause = 0.2 if run.fast else 1.0
     try:
@@ -458,6 +497,7 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> di
         stop_everything()
         if amqp:
             amqp_cleanup(*amqp)
+    result["loadavg_after"] = os.getloadavg()[0]
     if profiler is not None:
         result["profile"] = profiler.wait()
     ph = lg["phases"]
@@ -467,8 +507,10 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> di
         result["cpu_pct"] = sampler.cpu_pct(ph["connected"], ph["answers_end"])
         lg["loadgen_cpu_pct"] = sampler.client_cpu_pct(ph["connected"], ph["answers_end"])
     elif run.group == "held":
-        # idle once the server has parked every poll (its own count says so)
-        parked = sampler.reached("polls_waiting", lg["connected"], ph["set_up"], ph["idle_to"])
+        # idle once the server has parked every poll / taken every stream (its
+        # own count says so)
+        gauge = "polls_waiting" if run.transport == "longpoll" else "streams_open"
+        parked = sampler.reached(gauge, lg["connected"], ph["set_up"], ph["idle_to"])
         result["parked_seconds"] = parked - ph["set_up"] if parked else None
         if parked:
             ph["idle_from"] = max(ph["idle_from"], parked + 0.5)
@@ -481,7 +523,10 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> di
         result["cpu_idle_pct"] = sampler.cpu_pct(ph.get("idle_from"), ph.get("idle_to"))
         result["cpu_setup_pct"] = sampler.cpu_pct(ph["start"], ph["connected"])
         h = lg["held"]
-        result["held_ok"] = h["on_time"] == lg["connected"] == run.sessions
+        if run.transport == "longpoll":
+            result["held_ok"] = h["on_time"] == lg["connected"] == run.sessions
+        else:
+            result["held_ok"] = h["open"] == lg["connected"] == run.sessions
     else:
         start, end = ph.get("publish_start"), ph.get("publish_end")
         result["cpu_pct"] = sampler.cpu_pct(start, end)
@@ -491,6 +536,13 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> di
         result["changes_per_s"] = sampler.metric_rate("pushengine_changes_total", start, end)
         result["events_out_per_s"] = sampler.metric_rate("pushengine_events_out_total",
                                                          start, ph.get("drained"))
+        # the server's CPU from the first change to the last event received,
+        # and the events delivered per CPU-second it spent on them
+        last = lg.get("last_event_at") or 0
+        if start and last > start:
+            cpu_s = sampler.cpu_seconds(start, last)
+            result["server_cpu_seconds"] = cpu_s
+            result["events_per_cpu_s"] = lg["events"] / cpu_s if cpu_s else None
         # the loadgen's processes, from /proc (percent of one core)
         lg["loadgen_cpu_pct"] = sampler.client_cpu_pct(start, end)
     result["metrics_end"] = metrics_end
@@ -531,6 +583,7 @@ def row_figures(r: dict) -> dict[str, float | None]:
             "lost": lg.get("lost"), "CPU %": r.get("cpu_pct"),
             "answers/s": lg.get("answers_per_s"),
             "events/s": lg.get("events_per_s"),
+            "events/CPU-s": r.get("events_per_cpu_s"),
             "changes/s": lg.get("publish_rate")}
 
 
@@ -544,6 +597,15 @@ def describe(r: dict) -> str:
                 f" ({num(lg.get('answer_bytes'))} bytes each)"
                 f" | CPU {num(r.get('cpu_pct'), '.0f')} %"
                 f" | loadgen CPU {num(lg.get('loadgen_cpu_pct'), '.0f')} %")
+    if r["group"] == "held" and is_stream(r):
+        h = lg["held"]
+        return (f"{r['target']:<10} {r['name']:<24} held {lg['connected']:,}/{r['sessions']:,}"
+                f" streams | still open after {h['seconds']:.0f} s: {h['open']:,}"
+                f" (closed by the server {h['closed']:,})"
+                f" | {num((r['bytes_per_session'] or 0) / 1024, ',.1f')} KB/stream"
+                f" | idle CPU {num(r['cpu_idle_pct'], '.1f')} %"
+                f" | all taken after {num(r.get('parked_seconds'), '.1f')} s"
+                f" | setup {lg['setup_seconds']:.1f} s")
     if r["group"] == "held":
         h = lg["held"]
         return (f"{r['target']:<10} {r['name']:<24} held {lg['connected']:,}/{r['sessions']:,}"
@@ -561,18 +623,25 @@ def describe(r: dict) -> str:
             f" | CPU {num(r.get('cpu_pct'), '.0f')} %"
             f" | answers {num(lg.get('answers_per_s'), ',.0f')}/s"
             f" | events {num(lg.get('events_per_s'), ',.0f')}/s"
+            f" ({num(r.get('events_per_cpu_s'), ',.0f')}/CPU-s)"
             f" | loadgen CPU {num(lg.get('loadgen_cpu_pct'), '.0f')} %")
+
+
+def is_stream(r: dict) -> bool:
+    return r.get("transport", "longpoll") != "longpoll"
 
 
 def compare(results: list[dict]) -> list[dict]:
     """Each pushengine run with its nchan peer: figures and ratios."""
-    peers = {(r["group"], r["sessions"], r["subs"], r["rate"], r["batch"]): r
-             for r in results if r["target"] == NCHAN and "error" not in r}
+    def key(r: dict) -> tuple:
+        return (r["group"], r.get("transport", "longpoll"), r["sessions"], r["subs"],
+                r["rate"], r["batch"])
+    peers = {key(r): r for r in results if r["target"] == NCHAN and "error" not in r}
     rows = []
     for r in results:
         if r["target"] != PUSHENGINE or "error" in r:
             continue
-        peer = peers.get((r["group"], r["sessions"], r["subs"], r["rate"], r["batch"]))
+        peer = peers.get(key(r))
         mine = row_figures(r)
         theirs = row_figures(peer) if peer else {}
         ratios = {}
@@ -580,7 +649,8 @@ def compare(results: list[dict]) -> list[dict]:
             o = theirs.get(k)
             if isinstance(v, (int, float)) and isinstance(o, (int, float)) and o:
                 ratios[k] = v / o
-        rows.append({"name": r["name"], "group": r["group"], "pushengine": mine,
+        rows.append({"name": r["name"], "group": r["group"],
+                     "transport": r.get("transport", "longpoll"), "pushengine": mine,
                      "nchan": theirs, "ratio": ratios})
     return rows
 
@@ -610,7 +680,7 @@ def print_comparison(rows: list[dict]) -> None:
                     cell += f", x{row['ratio'][k]:.2f}"
                 cell += "]"
             parts.append(cell)
-        print(f"  {row['name']:<24} " + " | ".join(parts))
+        print(f"  {row['name']:<28} " + " | ".join(parts))
 
 
 def machine() -> dict[str, Any]:
@@ -638,6 +708,13 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     info["nofile_hard"] = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    info["engine_source"] = engine_source()
+    try:
+        info["engine_commit"] = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+            text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
     return info
 
 
@@ -696,9 +773,11 @@ def top_functions(speedscope_path: str, n: int = 15) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", choices=["full", "quick", "smoke"], default="full")
+    p.add_argument("--suite", choices=["full", "quick", "targets", "smoke"], default="full")
     p.add_argument("--only", default="", help="groups to run, comma-separated")
     p.add_argument("--targets", default="pushengine,nchan")
+    p.add_argument("--transports", default="longpoll,sse,ws",
+                   help="how sessions receive events: longpoll, sse, ws (comma-separated)")
     p.add_argument("--sessions", type=int, default=0, help="only runs with this many sessions")
     p.add_argument("--profile", action="store_true",
                    help="run the profile scenarios with py-spy attached to the engine")
@@ -715,8 +794,9 @@ def main() -> None:
     runs = profile_suite() if a.profile else suite(a.suite)
     groups = {g for g in a.only.split(",") if g}
     targets = {t for t in a.targets.split(",") if t}
+    transports = {t for t in a.transports.split(",") if t}
     runs = [r for r in runs if (not groups or r.group in groups) and r.target in targets
-            and (not a.sessions or r.sessions == a.sessions)]
+            and r.transport in transports and (not a.sessions or r.sessions == a.sessions)]
     os.makedirs(RESULTS, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = a.out or os.path.join(RESULTS, f"{stamp}{'-profile' if a.profile else ''}.json")
@@ -736,6 +816,9 @@ def main() -> None:
             skip["amqp"] = why
     for k, why in skip.items():
         print(f"skipping the {k} runs: {why}", file=sys.stderr)
+    source = engine_source()
+    print(f"the engine runs from {source or '(pushengine cannot be imported)'}",
+          file=sys.stderr)
 
     results: list[dict] = []
     doc: dict[str, Any] = {"machine": machine(), "suite": "profile" if a.profile else a.suite,

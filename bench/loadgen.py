@@ -1,4 +1,4 @@
-"""Load generator for pushengine and nchan: long-polling sessions and a publisher.
+"""Load generator for pushengine and nchan: long-polling or streaming sessions and a publisher.
 
 A process of its own, so that it is not part of what is measured: raw HTTP/1.1
 keep-alive connections on asyncio, one connection per session (as a browser
@@ -9,6 +9,8 @@ coordinating process.
         --mode fanout --sessions 1000 --rate 10 --duration 15
     python bench/loadgen.py --target nchan --url http://127.0.0.1:8090 --mode held \\
         --sessions 10000 --timeout 20
+    python bench/loadgen.py --url http://127.0.0.1:8080 --mode fanout --transport ws \\
+        --sessions 10000 --rate 10
 
 Modes:
 
@@ -41,6 +43,16 @@ and ``If-None-Match`` of the previous answer). For every event the latency is
 Lost events are counted at the end: expected (every ``n`` published, for each
 session that sees it) minus the distinct events received.
 
+Streams (``--transport sse`` or ``ws``; the held and fanout modes): every
+session holds one stream instead of polling -- pushengine: an SSE stream
+(``GET /api/events?session=SID`` after ``session.create`` and the
+subscription over HTTP on the same connection) or a WebSocket (``GET
+/api/ws``, then ``session.create`` and the subscription as JSON-RPC on the
+socket; events come as ``events`` notifications); nchan: ``GET /stream/CH``
+as EventSource or WebSocket. The same accounting per event. ``held`` keeps
+the streams open and idle for ``--timeout`` seconds; a stream the server
+ends is an error.
+
 ``--rate 0`` publishes as fast as the server takes it (``--inflight``
 requests pipelined on one connection, which keeps their order).
 
@@ -51,13 +63,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import json
 import math
 import multiprocessing
+import os
 import random
 import re
 import resource
+import select
 import signal
+import socket
 import sys
 import time
 import urllib.request
@@ -329,6 +346,7 @@ class Stats:
     first_poll_at_min: float | None = None   # when the first poll of any session left
     first_poll_at_max: float | None = None
     last_event_at: float = 0.0
+    streams_closed: int = 0     # streams the server ended (not by the loadgen)
     cpu: float = 0.0
 
     def error(self, what: str) -> None:
@@ -344,6 +362,7 @@ NCHAN_RE = re.compile(rb'\{"n":(\d+),"sent_at":([0-9.eE+-]+)')
 # (object and old object), so that both servers move the same bytes
 NCHAN_PAD = b',"pad":"' + b"x" * 280 + b'"}'
 RESULT_PREFIX = b'{"jsonrpc":"2.0","result":'
+NOTIFICATION_PREFIX = b'{"jsonrpc":"2.0","method":'
 
 
 class Session:
@@ -382,6 +401,10 @@ class Session:
         for o in state:
             if isinstance(o.get("n"), int) and o["n"] >= self.base:
                 self.last_n[str(o["id"]).encode()] = o["n"]
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
 
     async def rpc(self, body: bytes) -> Any:
         resp = await self.conn.request(post("/api/jsonrpc", body))
@@ -504,6 +527,10 @@ class NchanSubscriber:
     async def setup(self) -> None:
         self.conn = await connect(self.w.host, self.w.port)
 
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
     async def run(self) -> None:
         w, st = self.w, self.w.stats
         base = b"GET /sub/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n" % self.channel.encode()
@@ -554,6 +581,452 @@ class NchanSubscriber:
                 w.report()
 
 
+# ---------------------------------------------------------------------------
+# streaming subscribers: Server-Sent Events and WebSocket, both servers
+#
+# A raw non-blocking socket per session: set up with the loop's sock_* calls
+# (HTTP requests, the WebSocket upgrade, the JSON-RPC calls on the socket),
+# then read with ``loop.add_reader`` -- one recv() per readiness, no transport
+# or protocol objects in between, which the loadgen needs to keep up with
+# 100,000 events a second.
+
+RECV_BUF = bytearray(1 << 18)
+RECV_VIEW = memoryview(RECV_BUF)
+STREAM_PATH = "/stream/%s"        # nchan: EventSource and WebSocket on one location
+WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def ws_frame(payload: bytes, opcode: int = 1) -> bytes:
+    """One final client frame: masked, as RFC 6455 requires of a client."""
+    n = len(payload)
+    if n < 126:
+        head = bytes((0x80 | opcode, 0x80 | n))
+    elif n < 65536:
+        head = bytes((0x80 | opcode, 0x80 | 126)) + n.to_bytes(2, "big")
+    else:
+        head = bytes((0x80 | opcode, 0x80 | 127)) + n.to_bytes(8, "big")
+    mask = os.urandom(4)
+    if n:
+        # XOR with the repeated mask, as one big integer (no per-byte loop)
+        m = (mask * (n // 4 + 1))[:n]
+        payload = (int.from_bytes(payload, "big") ^ int.from_bytes(m, "big")).to_bytes(n, "big")
+    return head + mask + payload
+
+
+class WsParser:
+    """Frames from a server (unmasked): ``feed(data)`` returns the complete
+    text/binary messages; pings are answered through ``pong``, a close is
+    noted in ``closed``."""
+
+    __slots__ = ("buf", "parts", "pong", "closed")
+
+    def __init__(self, pong) -> None:
+        self.buf = bytearray()
+        self.parts: list[bytes] = []
+        self.pong = pong
+        self.closed: int | None = None
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buf = self.buf
+        if buf:
+            buf += data
+            data = bytes(buf)
+            buf.clear()
+        out: list[bytes] = []
+        pos, end = 0, len(data)
+        while end - pos >= 2:
+            b0, b1 = data[pos], data[pos + 1]
+            ln = b1 & 0x7F
+            hl = 2
+            if ln == 126:
+                if end - pos < 4:
+                    break
+                ln = int.from_bytes(data[pos + 2:pos + 4], "big")
+                hl = 4
+            elif ln == 127:
+                if end - pos < 10:
+                    break
+                ln = int.from_bytes(data[pos + 2:pos + 10], "big")
+                hl = 10
+            if b1 & 0x80:
+                raise HttpError("a masked frame from the server")
+            if end - pos < hl + ln:
+                break
+            payload = data[pos + hl:pos + hl + ln]
+            pos += hl + ln
+            op = b0 & 0x0F
+            if op in (0, 1, 2):
+                if b0 & 0x80 and not self.parts:
+                    out.append(payload)
+                else:
+                    self.parts.append(payload)
+                    if b0 & 0x80:
+                        out.append(b"".join(self.parts))
+                        self.parts = []
+            elif op == 9:
+                self.pong(payload)
+            elif op == 8:
+                self.closed = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
+            # op 10 (pong): nothing to do
+        if pos < end:
+            buf += data[pos:]
+        return out
+
+
+class ChunkParser:
+    """An incremental decoder of ``Transfer-Encoding: chunked``."""
+
+    __slots__ = ("buf", "left", "ended")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.left = 0       # bytes of the current chunk still to come; -1: its CRLF
+        self.ended = False
+
+    def feed(self, data: bytes) -> bytes:
+        if self.ended:       # the last chunk's trailer: nothing more to decode
+            return b""
+        buf = self.buf
+        buf += data
+        out = []
+        pos, end = 0, len(buf)
+        while pos < end:
+            if self.left > 0:
+                take = min(self.left, end - pos)
+                out.append(bytes(buf[pos:pos + take]))
+                pos += take
+                self.left -= take
+                if self.left == 0:
+                    self.left = -1
+            elif self.left == -1:
+                if end - pos < 2:
+                    break
+                pos += 2
+                self.left = 0
+            else:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                size = int(bytes(buf[pos:eol]).split(b";", 1)[0], 16)
+                pos = eol + 2
+                if size == 0:
+                    self.ended = True
+                    pos = end
+                    break
+                self.left = size
+        del buf[:pos]
+        return b"".join(out)
+
+
+class StreamSubscriber:
+    """One streaming subscriber: ``--transport sse`` or ``ws``, pushengine or nchan.
+
+    pushengine, SSE: ``session.create`` and ``stream.subscribe_public_live``
+    over ``POST /api/jsonrpc`` on the connection, then ``GET
+    /api/events?session=SID`` on the same connection (chunked
+    ``text/event-stream``, ``id: seq`` / ``data: event``).
+    pushengine, WebSocket: ``GET /api/ws`` (upgrade), then ``session.create``
+    and the subscription as JSON-RPC text frames on the socket; the events
+    arrive as ``events`` notifications.
+    nchan: ``GET /stream/CH`` with ``Accept: text/event-stream``, or as a
+    WebSocket upgrade (one message per frame); nothing to set up.
+    """
+
+    def __init__(self, w: "Worker", index: int) -> None:
+        self.w = w
+        self.index = index
+        self.engine = w.cfg["target"] == "pushengine"
+        self.ws = w.cfg["transport"] == "ws"
+        self.sock: socket.socket | None = None
+        self.buf = bytearray()               # set-up: bytes read, not yet used
+        self.sid = ""
+        self.calls = 0
+        self.last_n: dict[bytes, int] = {}   # pushengine: object id -> last n
+        self.nchan_n = w.cfg["n_base"]        # nchan: the last n
+        self.base = w.cfg["n_base"]
+        self.chunks: ChunkParser | None = None
+        self.frames: WsParser | None = None
+        self.text = b""                       # SSE: an incomplete message
+        self.reading = False
+        self.done: asyncio.Future | None = None
+        self.channel = HELD_CHANNEL if w.cfg["mode"] == "held" else FAN_CHANNEL
+
+    # -- set-up ----------------------------------------------------------------------
+    async def _recv(self) -> None:
+        data = await asyncio.get_running_loop().sock_recv(self.sock, 65536)
+        if not data:
+            raise HttpError("connection closed during set-up")
+        self.buf += data
+
+    async def _head(self) -> tuple[int, dict[bytes, bytes]]:
+        """Read an HTTP response head; what follows stays in ``buf``."""
+        while (end := self.buf.find(b"\r\n\r\n")) < 0:
+            await self._recv()
+        lines = bytes(self.buf[:end]).split(b"\r\n")
+        del self.buf[:end + 4]
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+        return int(lines[0].split(b" ", 2)[1]), headers
+
+    async def _http(self, raw: bytes) -> bytes:
+        """One request on the connection; the response body (200 only)."""
+        await asyncio.get_running_loop().sock_sendall(self.sock, raw)
+        status, headers = await self._head()
+        if b"content-length" in headers:
+            n = int(headers[b"content-length"])
+            while len(self.buf) < n:
+                await self._recv()
+            body = bytes(self.buf[:n])
+            del self.buf[:n]
+        else:
+            while (parsed := _dechunk(self.buf, 0)) is None:
+                await self._recv()
+            body, consumed = parsed
+            del self.buf[:consumed]
+        if status != 200:
+            raise HttpError(f"HTTP {status}: {body[:100]!r}")
+        return body
+
+    async def _ws_call(self, method: str, params: list) -> Any:
+        """A JSON-RPC call on the WebSocket; its answer (events may come first)."""
+        self.calls += 1
+        await asyncio.get_running_loop().sock_sendall(
+            self.sock, ws_frame(rpc_body(method, params, self.calls)))
+        answer: Any = None
+        while True:
+            msgs = self.frames.feed(bytes(self.buf)) if self.buf else []
+            self.buf.clear()
+            for msg in msgs:
+                if msg.startswith(NOTIFICATION_PREFIX):
+                    self.account(msg, time.time())
+                    continue
+                value = json.loads(msg)
+                if isinstance(value, dict) and value.get("id") == self.calls:
+                    answer = value
+            if answer is not None:
+                if "error" in answer:
+                    raise HttpError(f"RPC error {answer['error']}")
+                return answer["result"]
+            if self.frames.closed is not None:
+                raise HttpError(f"WebSocket closed ({self.frames.closed}) during set-up")
+            await self._recv()
+
+    def _pong(self, payload: bytes) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.send(ws_frame(payload, 10))
+            except OSError:
+                pass
+
+    async def setup(self) -> None:
+        loop = asyncio.get_running_loop()
+        w = self.w
+        delay = 0.05
+        for attempt in range(5):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            try:
+                await loop.sock_connect(sock, (w.host, w.port))
+                break
+            except OSError:
+                sock.close()
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(delay)
+                delay *= 2
+        self.sock = sock
+        host = b"Host: %s:%d\r\n" % (w.host.encode(), w.port)
+        if self.engine and not self.ws:
+            self.sid = json.loads(await self._http(post("/api/jsonrpc",
+                                                        rpc_body("session.create", []))))["result"]
+            r = json.loads(await self._http(post("/api/jsonrpc", rpc_body(
+                "stream.subscribe_public_live", [self.sid, 1]))))
+            if "result" not in r:
+                raise HttpError(f"subscribe failed: {r.get('error')}")
+            self.note_state(r["result"][1])
+            path = b"/api/events?session=" + self.sid.encode()
+        elif self.engine:
+            path = b"/api/ws"
+        else:
+            path = (STREAM_PATH % self.channel).encode()
+        if self.ws:
+            key = base64.b64encode(os.urandom(16))
+            await loop.sock_sendall(sock, b"GET %s HTTP/1.1\r\n%sUpgrade: websocket\r\n"
+                                    b"Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                                    b"Sec-WebSocket-Version: 13\r\n\r\n" % (path, host, key))
+            status, headers = await self._head()
+            accept = base64.b64encode(hashlib.sha1(key + WS_GUID).digest())
+            if status != 101 or headers.get(b"sec-websocket-accept") != accept:
+                raise HttpError(f"WebSocket upgrade refused: HTTP {status}")
+            self.frames = WsParser(self._pong)
+            if self.engine:
+                self.sid = await self._ws_call("session.create", [])
+                self.note_state((await self._ws_call("stream.subscribe_public_live",
+                                                     [self.sid, 1]))[1])
+        else:
+            await loop.sock_sendall(sock, b"GET %s HTTP/1.1\r\n%sAccept: text/event-stream\r\n"
+                                    b"Cache-Control: no-cache\r\n\r\n" % (path, host))
+            status, headers = await self._head()
+            if status != 200:
+                raise HttpError(f"HTTP {status}")
+            if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+                self.chunks = ChunkParser()
+        # whatever came with the set-up waits for the first read
+        self.pending = bytes(self.buf)
+        self.buf = bytearray()
+
+    def note_state(self, state: list) -> None:
+        for o in state:
+            if isinstance(o.get("n"), int) and o["n"] >= self.base:
+                self.last_n[str(o["id"]).encode()] = o["n"]
+
+    # -- receiving ---------------------------------------------------------------------
+    async def run(self) -> None:
+        """Read from now on (the worker's ``stream_loop`` calls ``readable``)."""
+        w = self.w
+        self.done = asyncio.get_running_loop().create_future()
+        w.note_first_poll(time.time())
+        if self.pending:
+            self.feed(self.pending, time.time())
+            self.pending = b""
+        if not self.done.done():
+            w.watch(self)
+            self.reading = True
+        await self.done
+
+    def readable(self) -> None:
+        # into one buffer per process: recv(big) allocates (and for sizes past
+        # malloc's mmap threshold maps) a fresh buffer on every call, which
+        # was most of the loadgen's time
+        try:
+            n = self.sock.recv_into(RECV_BUF)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self.lost(f"connection lost: {e.strerror}")
+            return
+        if not n:
+            self.lost("connection closed by the server")
+            return
+        data = RECV_VIEW[:n].tobytes()
+        now = time.time()
+        self.feed(data, now)
+        if now >= self.w.next_report:
+            self.w.report()
+
+    def feed(self, data: bytes, now: float) -> None:
+        st = self.w.stats
+        st.bytes_in += len(data)
+        if self.ws:
+            msgs = self.frames.feed(data)
+            if self.frames.closed is not None:
+                self.lost(f"WebSocket closed by the server ({self.frames.closed})")
+            if not msgs:
+                return
+            block = msgs[0] if len(msgs) == 1 else b"\n".join(msgs)
+        else:
+            if self.chunks is not None:
+                data = self.chunks.feed(data)
+                if self.chunks.ended:
+                    self.lost("event stream ended by the server")
+            if self.text:
+                data = self.text + data
+            cut = data.rfind(b"\n\n")
+            if cut < 0:
+                self.text = data
+                return
+            block, self.text = data[:cut + 2], data[cut + 2:]
+            if block.startswith(b":") or b"\n:" in block:
+                st.pings += block.count(b": ping") + block.count(b": hi")
+        self.account(block, now)
+
+    def account(self, block: bytes, now: float) -> None:
+        """Count the events of what arrived: one or more whole messages."""
+        st = self.w.stats
+        hist = self.w.hist
+        got = False
+        if not self.engine:
+            last = self.nchan_n
+            for n, sent_at in NCHAN_RE.findall(block):
+                n = int(n)
+                got = True
+                if n <= last:
+                    st.duplicates += 1
+                    continue
+                if n != last + 1:
+                    st.gap_events += n - last - 1
+                last = n
+                st.events += 1
+                hist.add(now - float(sent_at))
+            self.nchan_n = last
+        else:
+            matches = EVENT_RE.findall(block)
+            if len(matches) != block.count(b'{"seq":'):
+                matches = self._slow(block)
+            last_n, base = self.last_n, self.base
+            for seq, key, action, oid, n, sent in matches:
+                got = True
+                if n:
+                    n = int(n)
+                    prev = last_n.get(oid, base)
+                    if n <= prev:
+                        st.duplicates += 1
+                    else:
+                        if n != prev + 1:
+                            st.gap_events += n - prev - 1
+                        last_n[oid] = n
+                        if action == b"reset":
+                            st.resets += 1
+                        else:
+                            st.events += 1
+                            hist.add(now - float(sent))
+                elif action == b"ping":
+                    st.pings += 1
+                elif action == b"reset":
+                    st.resets += 1
+                else:
+                    st.other_events += 1
+        if got:
+            st.answers += 1
+            st.last_event_at = now
+
+    def _slow(self, block: bytes) -> list:
+        """The events of a block through json (SSE data lines or WS notifications)."""
+        events: list = []
+        if self.ws:
+            for msg in block.split(b"\n"):
+                value = json.loads(msg)
+                if isinstance(value, dict) and value.get("method") == "events":
+                    events += value.get("params", [])
+        else:
+            for line in block.split(b"\n"):
+                if line.startswith(b"data:"):
+                    events.append(json.loads(line[5:]))
+        return Session._slow(json.dumps({"result": events}).encode())
+
+    def lost(self, why: str) -> None:
+        if self.reading:
+            self.w.unwatch(self)
+            self.reading = False
+        if not self.w.stopping:
+            self.w.stats.error(why)
+            self.w.stats.streams_closed += 1
+            self.w.failed(self.index)
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+    def close(self) -> None:
+        if self.reading:
+            self.w.unwatch(self)
+            self.reading = False
+        if self.sock is not None:
+            self.sock.close()
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+
 class Worker:
     """A process holding a share of the sessions."""
 
@@ -570,6 +1043,60 @@ class Worker:
         self.stop_event: asyncio.Event | None = None
         self.go: asyncio.Event | None = None
         self.next_report = time.time() + 1.0
+        self.streaming = cfg["transport"] != "longpoll"
+        self.streams: dict[int, StreamSubscriber] = {}   # fd -> the stream read on it
+        self.epoll: Any = None
+
+    # -- streams: one epoll loop of their own ------------------------------------------
+    def watch(self, s: "StreamSubscriber") -> None:
+        fd = s.sock.fileno()
+        self.streams[fd] = s
+        if self.epoll is not None:
+            self.epoll.register(fd, select.EPOLLIN)
+
+    def unwatch(self, s: "StreamSubscriber") -> None:
+        fd = s.sock.fileno()
+        if self.streams.pop(fd, None) is not None and self.epoll is not None:
+            try:
+                self.epoll.unregister(fd)
+            except (OSError, ValueError):
+                pass
+
+    def stream_loop(self) -> None:
+        """Read every stream until the coordinator says stop.
+
+        Once all streams are set up nothing else happens in this process but
+        reading them, so a plain epoll loop replaces asyncio's: one recv per
+        readiness and no Handle or callback per read, about half the
+        loadgen's CPU per event (the kernel's share of a loopback recv stays).
+        Blocks the asyncio loop on purpose; returns when "stop" arrives.
+        """
+        ep = self.epoll = select.epoll()
+        pipe_fd = self.pipe.fileno()
+        ep.register(pipe_fd, select.EPOLLIN)
+        for fd in self.streams:
+            ep.register(fd, select.EPOLLIN)
+        streams = self.streams
+        interval = self.cfg["report_interval"]
+        try:
+            while True:
+                for fd, _ in ep.poll(interval, 512):
+                    if fd == pipe_fd:
+                        try:
+                            cmd = self.pipe.recv()
+                        except EOFError:
+                            cmd = "stop"
+                        if cmd == "stop":
+                            return
+                        continue
+                    s = streams.get(fd)
+                    if s is not None:
+                        s.readable()
+                if time.time() >= self.next_report:
+                    self.report()
+        finally:
+            self.epoll = None
+            ep.close()
 
     def report(self) -> None:
         self.next_report = time.time() + self.cfg["report_interval"]
@@ -603,7 +1130,10 @@ class Worker:
         self.failed(s.index)
 
     async def one(self, index: int, gate: asyncio.Semaphore) -> None:
-        cls = NchanSubscriber if self.cfg["target"] == "nchan" else Session
+        if self.cfg["transport"] != "longpoll":
+            cls: type = StreamSubscriber
+        else:
+            cls = NchanSubscriber if self.cfg["target"] == "nchan" else Session
         s = cls(self, index)
         async with gate:
             try:
@@ -612,8 +1142,7 @@ class Worker:
                 self.stats.setup_errors += 1
                 self.stats.error(f"setup: {type(e).__name__}: {str(e)[:80]}")
                 self.failed(index)
-                if s.conn is not None:
-                    s.conn.close()
+                s.close()
                 return
         self.sessions.append(s)
         self.stats.connected += 1
@@ -683,10 +1212,12 @@ class Worker:
             if reached > milestones or time.time() >= self.next_report:
                 milestones = reached
                 self.report()
+            if milestones == 2 and self.streaming and self.go.is_set():
+                self.stream_loop()
+                self.stop_event.set()
         self.stopping = True
         for s in self.sessions:
-            if s.conn is not None:
-                s.conn.close()
+            s.close()
         await asyncio.sleep(0.05)
         for t in tasks:
             t.cancel()
@@ -740,6 +1271,7 @@ class Publisher:
         self.final_n: dict[int, int] = {}
         self.rng = random.Random(7)
         self.started_at = self.ended_at = 0.0
+        self.last_sent_at = 0.0     # the last change sent (ended_at: its answer too)
         self.queue: deque[bytes] = deque()
         self.users = cfg["sessions"] * cfg["subs"]
 
@@ -812,7 +1344,7 @@ class Publisher:
                 continue
             count = min(limit, len(self.queue))
             body = b"[" + b",".join(self.queue.popleft() for _ in range(count)) + b"]"
-            sent = time.time()
+            sent = self.last_sent_at = time.time()
             fut = conn.request(post("/api/publish", body))
             self.published += count
             self.requests += 1
@@ -845,6 +1377,7 @@ class Publisher:
             fut = conn.request(post(f"/pub/{FAN_CHANNEL}", self.change(sent)))
             fut.add_done_callback(lambda f, sent=sent: self._done(f, sent, 1))
             pending.add(fut)
+            self.last_sent_at = sent
             self.published += 1
             self.requests += 1
             k += 1
@@ -1045,6 +1578,13 @@ class Coordinator:
         if cfg["mode"] == "answers":
             await asyncio.sleep(cfg["duration"])
             self.mark("answers_end")
+        elif cfg["mode"] == "held" and cfg["transport"] != "longpoll":
+            # streams: held open and idle for --timeout seconds; the server
+            # has taken the last of them a little after they were set up
+            self.phases["idle_from"] = self.phases["connected"] + 2.0
+            self.phases["idle_to"] = self.phases["connected"] + cfg["timeout"]
+            await self.wait_for(lambda: False, cfg["timeout"])
+            self.mark("answered")
         elif cfg["mode"] == "held":
             first_min = min((s["stats"]["first_poll_at_min"] or time.time()
                              for s in self.snapshots.values()), default=time.time())
@@ -1140,7 +1680,8 @@ class Coordinator:
             for k, v in s["stats"]["errors"].items():
                 errors[k] = errors.get(k, 0) + v
         res: dict[str, Any] = {
-            "target": cfg["target"], "mode": cfg["mode"], "sessions": cfg["sessions"],
+            "target": cfg["target"], "mode": cfg["mode"], "transport": cfg["transport"],
+            "sessions": cfg["sessions"], "streams_closed": t("streams_closed"),
             "subs": cfg["subs"] if cfg["mode"] in ("users", "amqp") else 1,
             "rate": cfg["rate"], "batch": cfg["batch"], "duration": cfg["duration"],
             "timeout": cfg["timeout"], "workers": cfg["workers"],
@@ -1154,7 +1695,11 @@ class Coordinator:
             "bytes_in": t("bytes_in"), "errors": errors, "latency": h.summary(),
             "loadgen_cpu_seconds": t("cpu"),
         }
-        if cfg["mode"] == "held":
+        if cfg["mode"] == "held" and cfg["transport"] != "longpoll":
+            res["held"] = {"streams": True, "open": t("connected") - t("streams_closed"),
+                           "closed": t("streams_closed"),
+                           "seconds": self.phases["answered"] - self.phases["connected"]}
+        elif cfg["mode"] == "held":
             firsts = [s["stats"] for s in src.values()]
             res["held"] = {
                 "answered": t("first_answered"), "on_time": t("first_on_time"),
@@ -1169,7 +1714,11 @@ class Coordinator:
             res["answer_bytes"] = t("bytes_in") / max(1, t("answers"))
         pub = self.publisher
         if pub is not None:
-            span = max(1e-6, pub.ended_at - pub.started_at)
+            # changes sent per second: until the last was sent (not answered),
+            # over at least the publishing time asked for
+            span = max(1e-6, (pub.last_sent_at or pub.ended_at) - pub.started_at)
+            if cfg["rate"] > 0:
+                span = max(span, cfg["duration"])
             expected = self.expected()
             res.update({
                 "published": pub.published, "publish_accepted": pub.accepted,
@@ -1202,6 +1751,8 @@ def make_config(argv: list[str] | None = None) -> dict:
     p.add_argument("--url", default="http://127.0.0.1:8080")
     p.add_argument("--mode", choices=["held", "fanout", "users", "amqp", "answers"],
                    default="fanout")
+    p.add_argument("--transport", choices=["longpoll", "sse", "ws"], default="longpoll",
+                   help="how sessions receive events (sse, ws: held and fanout modes)")
     p.add_argument("--sessions", type=int, default=100)
     p.add_argument("--subs", type=int, default=50, help="user views per session (users, amqp)")
     p.add_argument("--rate", type=float, default=10.0,
@@ -1213,7 +1764,8 @@ def make_config(argv: list[str] | None = None) -> dict:
     p.add_argument("--duration", type=float, default=10.0, help="seconds of publishing")
     p.add_argument("--count", type=int, default=0,
                    help="publish at most this many changes (0: no limit; amqp)")
-    p.add_argument("--timeout", type=float, default=20.0, help="get_events timeout, s")
+    p.add_argument("--timeout", type=float, default=20.0,
+                   help="get_events timeout, s (held streams: how long they are held)")
     p.add_argument("--workers", type=int, default=0,
                    help="loadgen processes (0: one per 5,000 sessions, at most 4)")
     p.add_argument("--inflight", type=int, default=64,
@@ -1235,6 +1787,8 @@ def make_config(argv: list[str] | None = None) -> dict:
     a = p.parse_args(argv)
     if a.target == "nchan" and a.mode not in ("held", "fanout", "answers"):
         p.error("nchan has the held, fanout and answers modes only")
+    if a.transport != "longpoll" and a.mode not in ("held", "fanout"):
+        p.error("--transport sse and ws have the held and fanout modes only")
     cfg = {k.replace("-", "_"): v for k, v in vars(a).items()}
     if cfg["workers"] <= 0:
         cfg["workers"] = min(4, max(1, math.ceil(a.sessions / 5_000)))

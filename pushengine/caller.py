@@ -7,6 +7,7 @@ receives it. The core never sees a transport: only this small value.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,3 +16,6 @@ class Caller:
     loopback: bool = False            # a client on this machine, not relayed by a proxy
     bearer: str | None = None         # the token of ``Authorization: Bearer <token>``
     from_page: bool = False           # the request carried an Origin (a web page sent it)
+    # a connection that can carry the session's events itself (a WebSocket):
+    # session.create and session.attach attach it to the session
+    channel: Any = None

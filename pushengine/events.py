@@ -14,14 +14,30 @@ INSERT, UPDATE, DELETE, PING, RESET = "insert", "update", "delete", "ping", "res
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def encode_event(key: str, action: str, obj: Any = None, old: Any = None) -> str:
+class Fragment(str):
+    """One event's JSON without its opening brace and ``seq``, with its UTF-8
+    bytes made once (``utf8``): streams write bytes, and the same bytes go to
+    every stream that carries the event."""
+
+    def __new__(cls, text: str) -> "Fragment":
+        self = super().__new__(cls, text)
+        self.utf8 = text.encode("utf-8")
+        return self
+
+
+def encode_event(key: str, action: str, obj: Any = None, old: Any = None) -> Fragment:
     """The event's JSON without the opening brace and without ``seq``."""
     event: dict[str, Any] = {"key": key, "action": action}
     if obj is not None:
         event["obj"] = obj
     if old is not None:
         event["old"] = old
-    return _encoder.encode(event)[1:]
+    return Fragment(_encoder.encode(event)[1:])
+
+
+def utf8(fragment: str) -> bytes:
+    """A fragment's UTF-8 bytes (made once for a Fragment)."""
+    return getattr(fragment, "utf8", None) or fragment.encode("utf-8")
 
 
 def with_seq(seq: int, fragment: str) -> str:

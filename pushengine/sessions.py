@@ -1,4 +1,25 @@
-"""Sessions: subscriptions, the per-session event queue and the parked long-poll.
+"""Sessions: subscriptions, the numbered event log, and one attached delivery.
+
+A session's events are numbered (``seq``) and kept in its log until the
+client is known to have them. At most one *delivery* is attached at a time:
+a parked long-poll (``LongPoll``, answered once), or a stream that writes
+events as they come (the SSE and WebSocket adapters in
+``pushengine.transports``). A new delivery replaces the old one: a parked
+poll is answered ``[]``, a stream is closed. Nothing outside this module
+touches the log or the numbering: transports and the cluster resumer use the
+SessionManager's methods.
+
+- Long-poll: ``get_events(ack)`` drops events up to ``ack`` and answers all
+  later ones (a lost answer loses nothing); without ``ack`` what it answers is
+  dropped.
+- Stream: what it writes stays in the log as the replay buffer (at most
+  ``max_queue`` events): a stream attached again with the last seq the client
+  received gets every later event once, in order, or one ``reset`` per view
+  when that seq is older than the buffer. A stream that cannot take more
+  (its unsent bytes pass its bound) is not written to; its events wait in the
+  log, which overflows into a reset as for long-polls.
+- A session with a stream attached does not expire; ``--session-timeout``
+  counts from the detach (or from the last poll's answer).
 
 Time comes from the injected clock (``IReactorTime``), so tests drive
 expiry, poll timeouts and pings with ``twisted.internet.task.Clock``.
@@ -6,24 +27,28 @@ expiry, poll timeouts and pings with ``twisted.internet.task.Clock``.
 from __future__ import annotations
 
 import secrets
-from functools import partial
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Callable, Protocol, Sequence
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from pushengine.errors import LimitReached, RateLimited, UnknownKey, UnknownSession
-from pushengine.limits import SessionCounts
 from pushengine.events import RESET, RawJSON, encode_event, events_json
+from pushengine.limits import SessionCounts
 from pushengine.views.registry import ViewRegistry
 from pushengine.views.spec import BoundView
 from pushengine.views.window import Window
 
 log = Logger()
 EMPTY = RawJSON("[]")
+
+# One queued event: (seq, key, fragment), the fragment being the event's JSON
+# without its opening brace and seq (encoded once per view; see events.py).
+Event = tuple
 
 
 @dataclass
@@ -36,10 +61,28 @@ class SessionSettings:
     max_client_sessions: int = 0     # per client (an opaque key); 0: no limit
 
 
-class Poll:
-    """A parked get_events call."""
+class Delivery(Protocol):
+    """Where a session's events go. ``streaming`` deliveries take events as
+    they come; the long-poll is answered once and detaches itself."""
+
+    streaming: bool
+
+    def write(self, events: Sequence[Event]) -> None:
+        """Send these events (a stream: each ``(seq, key, fragment)``)."""
+
+    def writable(self) -> bool:
+        """False while the client is not reading (unsent bytes above the bound)."""
+
+    def close(self) -> None:
+        """Another delivery took the session's place, or the session ended."""
+
+
+class LongPoll:
+    """A parked ``get_events``: answered once, with the events then waiting
+    (or ``[]`` when replaced or timed out)."""
 
     __slots__ = ("deferred", "timer", "acking")
+    streaming = False
 
     def __init__(self, deferred: Deferred, acking: bool) -> None:
         self.deferred = deferred
@@ -48,8 +91,8 @@ class Poll:
 
 
 class Session:
-    __slots__ = ("id", "user", "subs", "queue", "next_seq", "poll", "expiry",
-                 "manager", "bounds", "client", "__weakref__")
+    __slots__ = ("id", "user", "subs", "queue", "next_seq", "delivery", "expiry",
+                 "manager", "bounds", "client", "sent", "forgotten", "segment_hashes", "__weakref__")
 
     def __init__(self, manager: "SessionManager", id_: str, client: Any = None) -> None:
         self.manager = manager
@@ -58,20 +101,28 @@ class Session:
         self.user: Any = None
         self.subs: dict[str, Window] = {}
         self.bounds: dict[str, BoundView] = {}
-        self.queue: deque = deque()
+        self.queue: deque = deque()      # the log: unacknowledged and replayable events
         self.next_seq = 1
-        self.poll: Poll | None = None
+        self.sent = 0                    # highest seq written to a stream
+        self.forgotten = 0               # highest seq dropped from the log
+        self.delivery: Any = None
         self.expiry: IDelayedCall | None = None
+
+    @property
+    def poll(self) -> LongPoll | None:
+        """The parked long-poll, if that is what is attached."""
+        d = self.delivery
+        return d if d is not None and not d.streaming else None
 
     def deliver(self, fragment: str, key: str) -> None:
         """Queue one encoded event (called by windows)."""
-        self.queue.append((self.next_seq, key, fragment))
+        queue = self.queue
+        queue.append((self.next_seq, key, fragment))
         self.next_seq += 1
-        manager = self.manager
-        if len(self.queue) > manager.settings.max_queue:
-            manager.overflow(self)
-        if self.poll is not None:
-            manager.dirty.add(self)
+        if len(queue) > self.manager.settings.max_queue:
+            self.manager.overflow(self)
+        if self.delivery is not None:
+            self.manager.dirty.add(self)
 
     def __repr__(self) -> str:
         return f"<Session {self.id[:8]}… user={self.user!r} subs={len(self.subs)}>"
@@ -90,10 +141,12 @@ class SessionManager:
         self.settings = settings or SessionSettings()
         self.sessions: dict[str, Session] = {}
         self.dirty: set[Session] = set()
-        self.waiting = 0
+        self.waiting = 0                 # parked long-polls
+        self.streams = 0                 # streams attached
         self.overflows = 0
         self.expired = 0
         self.events_out = 0
+        self.replays = 0                 # streams resumed from the replay buffer
         self.per_client = SessionCounts(self.settings.max_client_sessions)
         # called with each session destroyed for not polling (after it is gone)
         self.expire_hooks: list[Callable[[Session], None]] = []
@@ -126,14 +179,11 @@ class SessionManager:
         del self.sessions[session.id]
         self.per_client.closed(session.client)
         self.dirty.discard(session)
-        if session.expiry is not None and session.expiry.active():
-            session.expiry.cancel()
-        session.expiry = None
+        self._disarm_expiry(session)
         for key in list(session.subs):
-            self._detach(session, key)
+            self._detach_window(session, key)
         session.queue.clear()
-        if session.poll is not None:
-            self._answer(session, EMPTY)
+        self._release(session)
 
     def _arm_expiry(self, session: Session) -> None:
         timeout = self.settings.session_timeout
@@ -149,7 +199,7 @@ class SessionManager:
 
     def _expire(self, session: Session) -> None:
         session.expiry = None
-        if session.poll is None and self.sessions.get(session.id) is session:
+        if session.delivery is None and self.sessions.get(session.id) is session:
             self.expired += 1
             self.destroy(session)
             for hook in self.expire_hooks:
@@ -157,6 +207,33 @@ class SessionManager:
                     hook(session)
                 except Exception:
                     log.failure("an expiry hook failed")
+
+    # -- numbering (for the cluster resumer: nothing else touches it) -----------
+    def last_seq(self, session: Session) -> int:
+        """The seq of the last event numbered (0: none yet)."""
+        return session.next_seq - 1
+
+    def continue_numbering(self, session: Session, after: int) -> None:
+        """Number the next event ``after + 1`` (a session resumed here after
+        another node numbered up to ``after``)."""
+        session.next_seq = after + 1
+        session.sent = session.forgotten = after
+
+    def pending_from(self, session: Session) -> int:
+        """The seq the client will see next: the first queued, else the next."""
+        return session.queue[0][0] if session.queue else session.next_seq
+
+    def renumber(self, session: Session, after: int) -> None:
+        """Number the queued events from ``after + 1`` on (none was delivered)."""
+        base = after + 1
+        session.queue = deque((base + i, key, fragment)
+                              for i, (_, key, fragment) in enumerate(session.queue))
+        session.next_seq = base + len(session.queue)
+        session.sent = session.forgotten = after
+
+    def clear_events(self, session: Session) -> None:
+        """Drop every queued event (they are about to be replaced by resets)."""
+        session.queue.clear()
 
     # -- subscriptions ---------------------------------------------------------
     def subscribe(self, session: Session, bound: BoundView) -> Deferred:
@@ -186,10 +263,10 @@ class SessionManager:
     def unsubscribe(self, session: Session, key: Any) -> None:
         if not isinstance(key, str) or key not in session.subs:
             raise UnknownKey("this session has no subscription with that key")
-        self._detach(session, key)
+        self._detach_window(session, key)
         self._drop_queued(session, key)
 
-    def _detach(self, session: Session, key: str) -> None:
+    def _detach_window(self, session: Session, key: str) -> None:
         window = session.subs.pop(key)
         session.bounds.pop(key, None)
         window.subscribers.discard(session)
@@ -197,15 +274,26 @@ class SessionManager:
 
     @staticmethod
     def _drop_queued(session: Session, key: str) -> None:
-        if any(e[1] == key for e in session.queue):
-            session.queue = deque(e for e in session.queue if e[1] != key)
+        """A subscription made again or ended: its unsent events go (events a
+        stream already wrote stay, so that replay keeps their numbers)."""
+        sent = session.sent
+        if any(e[1] == key and e[0] > sent for e in session.queue):
+            session.queue = deque(e for e in session.queue if e[1] != key or e[0] <= sent)
 
     def overflow(self, session: Session) -> None:
-        """The queue is full: replace it with one reset per subscription."""
+        """The log passed ``max_queue``. Events a stream wrote already are
+        only replay: those go first. Otherwise the client is too far behind:
+        the log becomes one reset per subscription."""
+        queue, sent = session.queue, session.sent
+        while len(queue) > self.settings.max_queue and queue[0][0] <= sent:
+            session.forgotten = queue.popleft()[0]
+        if len(queue) <= self.settings.max_queue:
+            return
         self.overflows += 1
-        session.queue.clear()
+        session.forgotten = session.next_seq - 1
+        queue.clear()
         for key, window in session.subs.items():
-            session.queue.append((session.next_seq, key, window.reset_fragment()))
+            queue.append((session.next_seq, key, window.reset_fragment()))
             session.next_seq += 1
 
     def reset_session(self, session: Session) -> None:
@@ -213,40 +301,127 @@ class SessionManager:
         for key, window in session.subs.items():
             session.deliver(encode_event(key, RESET, window.state()), key)
 
+    # -- deliveries ------------------------------------------------------------
+    def attach(self, session: Session, delivery: Any, last_seq: int | None = None) -> None:
+        """Attach a stream; the delivery attached before is replaced.
+
+        ``last_seq``: the last seq the client received (a reconnect): every
+        later event is written again, or one reset per view when that seq is
+        older than the replay buffer. None: write what is queued.
+        ``ValueError`` when ``last_seq`` is ahead of the session."""
+        if last_seq is not None and last_seq >= session.next_seq:
+            raise ValueError(f"{last_seq} is ahead of the last event ({session.next_seq - 1})")
+        if session.delivery is not delivery:      # attached again: nothing to replace
+            self._release(session)
+            session.delivery = delivery
+            self.streams += 1
+        self._disarm_expiry(session)
+        if last_seq is not None:
+            self._rewind(session, last_seq)
+        if session.queue and session.queue[-1][0] > session.sent:
+            self.dirty.add(session)
+            self.flush()
+
+    def _rewind(self, session: Session, last_seq: int) -> None:
+        queue = session.queue
+        if last_seq < session.forgotten:
+            # events after last_seq were dropped: the views start afresh
+            self.replays += 1
+            session.forgotten = session.next_seq - 1
+            queue.clear()
+            session.sent = last_seq
+            self.reset_session(session)
+            return
+        while queue and queue[0][0] <= last_seq:
+            session.forgotten = queue.popleft()[0]
+        session.sent = last_seq
+        if queue:
+            self.replays += 1
+
+    def detach(self, session: Session, delivery: Any) -> None:
+        """A stream ended (the client went away): the session may now expire."""
+        if session.delivery is not delivery:
+            return
+        session.delivery = None
+        self.streams -= 1
+        self.dirty.discard(session)
+        if self.sessions.get(session.id) is session:
+            self._arm_expiry(session)
+
+    def resume_writing(self, session: Session, delivery: Any) -> None:
+        """A stream that could not take more drained: write what waits."""
+        if session.delivery is delivery and session.queue \
+                and session.queue[-1][0] > session.sent:
+            self.dirty.add(session)
+            self.flush()
+
+    def _release(self, session: Session) -> None:
+        """End whatever delivery is attached (replaced, or the session ended)."""
+        delivery = session.delivery
+        if delivery is None:
+            return
+        if delivery.streaming:
+            session.delivery = None
+            self.streams -= 1
+            try:
+                delivery.close()
+            except Exception:
+                log.failure("closing a replaced stream failed")
+        else:
+            self._answer(session, EMPTY)
+
+    def _write(self, session: Session) -> None:
+        delivery = session.delivery
+        if not delivery.writable():
+            return
+        sent = session.sent
+        events = [e for e in session.queue if e[0] > sent] if session.queue[0][0] <= sent \
+            else list(session.queue)
+        if not events:
+            return
+        session.sent = events[-1][0]
+        self.events_out += len(events)
+        delivery.write(events)
+        # what was written is replay now: keep at most max_queue of it
+        queue, limit = session.queue, self.settings.max_queue
+        while len(queue) > limit and queue[0][0] <= session.sent:
+            session.forgotten = queue.popleft()[0]
+
     # -- long-polls ------------------------------------------------------------
     def get_events(self, session: Session, timeout: float, ack: int | None) -> Deferred | RawJSON:
         """Answer at once when events wait (or timeout is 0), else park."""
-        if session.poll is not None:
-            self._answer(session, EMPTY)
+        self._release(session)
+        queue = session.queue
         if ack is not None:
-            queue = session.queue
             while queue and queue[0][0] <= ack:
-                queue.popleft()
+                session.forgotten = queue.popleft()[0]
         timeout = min(max(timeout, 0.0), self.settings.max_timeout)
-        if session.queue or timeout <= 0:
+        if queue or timeout <= 0:
             self._arm_expiry(session)
             return self._take(session, ack is not None)
         self._disarm_expiry(session)
         # the canceller holds the session, not the poll: no reference cycle
         # for the collector to find after every answer
-        poll = Poll(Deferred(partial(self._cancelled, session)), ack is not None)
+        poll = LongPoll(Deferred(partial(self._cancelled, session)), ack is not None)
         poll.timer = self.clock.callLater(timeout, self._timed_out, session, poll)
-        session.poll = poll
+        session.delivery = poll
         self.waiting += 1
         return poll.deferred
 
     def _take(self, session: Session, acking: bool) -> RawJSON:
-        if not session.queue:
+        queue = session.queue
+        if not queue:
             return EMPTY
-        self.events_out += len(session.queue)
-        answer = events_json(session.queue)
+        self.events_out += len(queue)
+        answer = events_json(queue)
         if not acking:
-            session.queue.clear()
+            session.forgotten = queue[-1][0]
+            queue.clear()
         return answer
 
     def _answer(self, session: Session, answer: RawJSON | None = None) -> None:
-        poll = session.poll
-        session.poll = None
+        poll = session.delivery
+        session.delivery = None
         self.waiting -= 1
         if poll.timer is not None and poll.timer.active():
             poll.timer.cancel()
@@ -256,17 +431,17 @@ class SessionManager:
             self._arm_expiry(session)
         poll.deferred.callback(answer)
 
-    def _timed_out(self, session: Session, poll: Poll) -> None:
+    def _timed_out(self, session: Session, poll: LongPoll) -> None:
         poll.timer = None
-        if session.poll is poll:
+        if session.delivery is poll:
             self._answer(session)
 
     def _cancelled(self, session: Session, deferred: Deferred) -> None:
         """The client went away mid-poll: drop its waiter."""
-        poll = session.poll
-        if poll is None or poll.deferred is not deferred:
+        poll = session.delivery
+        if poll is None or poll.streaming or poll.deferred is not deferred:
             return
-        session.poll = None
+        session.delivery = None
         self.waiting -= 1
         if poll.timer is not None and poll.timer.active():
             poll.timer.cancel()
@@ -274,11 +449,17 @@ class SessionManager:
             self._arm_expiry(session)
 
     def flush(self) -> None:
-        """Answer every parked poll whose session received events."""
+        """Give every attached delivery the events its session received:
+        answer parked polls, write to streams that can take more."""
         dirty, self.dirty = self.dirty, set()
         for session in dirty:
-            if session.poll is not None and session.queue:
-                try:
+            delivery = session.delivery
+            if delivery is None or not session.queue:
+                continue
+            try:
+                if delivery.streaming:
+                    self._write(session)
+                else:
                     self._answer(session)
-                except Exception:
-                    log.failure("answering a poll failed")
+            except Exception:
+                log.failure("delivering to a session failed")

@@ -67,10 +67,11 @@ def _text(data: bytes | bytearray | memoryview | str) -> str:
         raise UnsafeJSON(f"the body is not UTF-8 (byte {e.start})") from None
 
 
-def decode(data: bytes | str) -> tuple[Any, bool]:
+def decode(data: bytes | str, judge: bool = True) -> tuple[Any, bool]:
     """Decode without judging the values: ``(value, suspect)``. ``suspect`` is
     False when the text cannot hold anything ``problem`` refuses, so callers
-    may skip the walk. Raises UnsafeJSON for text that is not JSON at all."""
+    may skip the walk (always True with ``judge=False``: the caller walks
+    anyway). Raises UnsafeJSON for text that is not JSON at all."""
     text = _text(data)
     try:
         value = _lenient.decode(text)
@@ -78,6 +79,8 @@ def decode(data: bytes | str) -> tuple[Any, bool]:
         raise UnsafeJSON(f"nesting deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:
         raise UnsafeJSON(f"not JSON: {e}") from None
+    if not judge:
+        return value, True
     suspect = (text.count("[") + text.count("{") > MAX_DEPTH
                or _SUSPECT.search(text) is not None)
     return value, suspect

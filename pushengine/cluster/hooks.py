@@ -165,7 +165,7 @@ class RegistryHooks:
             self._count_dropped()
             return
         mirror.refreshed_at, mirror.period = now, period
-        fields = {"seq": str(session.next_seq - 1)}
+        fields = {"seq": str(session.manager.last_seq(session))}
         if period is not None:
             fields["period"] = str(period)
 

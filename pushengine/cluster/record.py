@@ -61,7 +61,7 @@ class SessionRecord:
         """The record of a live session (``Session`` of pushengine.sessions)."""
         subs = [Subscription(b.spec.name, b.params, b.limit, key)
                 for key, b in session.bounds.items()]
-        return cls(owner=owner, user=session.user, subs=subs, seq=session.next_seq - 1,
+        return cls(owner=owner, user=session.user, subs=subs, seq=session.manager.last_seq(session),
                    period=period)
 
     def fields(self) -> dict[str, str]:

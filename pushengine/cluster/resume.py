@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections import deque
 from typing import Any
 
 from twisted.internet.defer import Deferred, FirstError, fail, gatherResults, succeed
@@ -38,15 +37,6 @@ log = Logger()
 
 # ids this engine gives out are URL-safe base64; anything else is not looked up
 _SID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
-
-
-def renumber(session: Any, ack: int) -> None:
-    """Number the session's queued events from ``ack + 1`` on (they were
-    never delivered)."""
-    base = ack + 1
-    session.queue = deque((base + i, key, fragment)
-                          for i, (_, key, fragment) in enumerate(session.queue))
-    session.next_seq = base + len(session.queue)
 
 
 class Resumer:
@@ -110,7 +100,7 @@ class Resumer:
             return succeed(existing)
         session = self.sessions.create(sid)  # LimitReached: 1004, as for a new session
         session.user = record.user
-        session.next_seq = max(record.seq, ack or 0) + 1
+        self.sessions.continue_numbering(session, max(record.seq, ack or 0))
         catalog = self.engine.catalog
         opening = []
         for sub in record.subs:
@@ -132,8 +122,9 @@ class Resumer:
         def opened(_: Any) -> Any:
             if self.sessions.sessions.get(sid) is not session:
                 raise UnknownSession("the session ended while it was resumed")
-            session.queue.clear()  # events of the windows as they opened: replaced below
-            self._fresh[session] = session.next_seq
+            # events of the windows as they opened: replaced by the resets below
+            self.sessions.clear_events(session)
+            self._fresh[session] = self.sessions.pending_from(session)
             self.sessions.reset_session(session)
             self.online.mark_counted(sid, list(session.subs), record.period)
             self.registry.counters["resumes"] += 1
@@ -161,9 +152,9 @@ class Resumer:
         session to poll (renumbered, or resumed again because this copy was
         stale), or None when the ``ack`` is simply wrong."""
         start = self._fresh.get(session)
-        if start is not None and (session.queue[0][0] == start if session.queue
-                                  else session.next_seq == start):
-            renumber(session, ack)  # resumed by another call: nothing delivered yet
+        if start is not None and self.sessions.pending_from(session) == start:
+            # resumed by another call: nothing delivered yet
+            self.sessions.renumber(session, ack)
             self._fresh[session] = ack + 1
             return succeed(session)
         if not self.registry.available:

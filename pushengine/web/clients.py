@@ -50,55 +50,89 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 class ClientAddresses:
-    """Finds the client address of a twisted.web request."""
+    """Finds the client address of a request: a twisted.web request
+    (``of``, ``caller``, ``is_loopback``), or the peer and headers a bare
+    HTTP channel parsed (``caller_of``: headers by lower-case name)."""
 
     def __init__(self, trusted: Iterable[Network] = ()) -> None:
         self.trusted = list(trusted)
+        self._peers: dict[str, tuple[str, bool, bool]] = {}
 
     def _trusted(self, address) -> bool:
         return any(address.version == n.version and address in n for n in self.trusted)
 
-    def of(self, request) -> str:
-        """The client's address as text (the peer's when nothing better is known)."""
-        host = getattr(request.getClientAddress(), "host", None) or ""
-        peer = _address(host)
-        if peer is None:
-            return host or "unknown"
-        if not self.trusted or not self._trusted(peer):
-            return str(peer)
-        headers = request.requestHeaders.getRawHeaders(b"x-forwarded-for") or []
-        hops = [h for line in headers for h in line.decode("latin-1").split(",")]
+    def _peer(self, host: str) -> tuple[str, bool, bool]:
+        """(address text, trusted proxy, loopback) of a TCP peer, remembered."""
+        known = self._peers.get(host)
+        if known is None:
+            peer = _address(host)
+            if peer is None:
+                known = (host or "unknown", False, False)
+            else:
+                known = (str(peer), bool(self.trusted) and self._trusted(peer), peer.is_loopback)
+            if len(self._peers) > 10_000:
+                self._peers.clear()
+            self._peers[host] = known
+        return known
+
+    def resolve(self, host: str, forwarded_for: list[bytes],
+                relayed: bool) -> tuple[str, bool]:
+        """(client address, loopback) for a peer ``host`` and the
+        ``X-Forwarded-For`` lines of its request; ``relayed``: the request
+        carries any forwarding header."""
+        text, trusted, loopback = self._peer(host)
+        if not trusted:
+            # an untrusted loopback peer relaying for someone is no loopback client
+            return text, loopback and not relayed
+        hops = [h for line in forwarded_for for h in line.decode("latin-1").split(",")]
         for hop in reversed(hops):
             address = _address(hop)
             if address is None:
                 break                   # a malformed hop: trust nothing before it
             if not self._trusted(address):
-                return str(address)
-        return str(peer)
+                return str(address), address.is_loopback
+        return text, loopback
 
-    def caller(self, request) -> Caller:
-        """Who sent ``request``: its address, whether it is loopback, the
-        Bearer token it presented, whether a web page sent it."""
-        auth = request.requestHeaders.getRawHeaders(b"authorization")
-        bearer = None
-        if auth:
-            scheme, _, token = auth[0].decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                bearer = token.strip()
-        return Caller(self.of(request), self.is_loopback(request), bearer,
-                      request.requestHeaders.hasHeader(b"origin"))
+    def _resolve_request(self, request) -> tuple[str, bool]:
+        host = getattr(request.getClientAddress(), "host", None) or ""
+        headers = request.requestHeaders
+        return self.resolve(host, headers.getRawHeaders(b"x-forwarded-for") or [],
+                            any(headers.hasHeader(h) for h in _FORWARDING))
+
+    def of(self, request) -> str:
+        """The client's address as text (the peer's when nothing better is known)."""
+        return self._resolve_request(request)[0]
 
     def is_loopback(self, request) -> bool:
         """A client on this machine. A request relayed by a proxy that is not
         trusted (it carries forwarding headers) is not: behind a reverse
         proxy on the same host the peer is loopback for every visitor."""
-        address = _address(self.of(request))
-        if address is None or not address.is_loopback:
-            return False
-        peer = _address(getattr(request.getClientAddress(), "host", None) or "")
-        if peer is not None and self._trusted(peer):
-            return True
-        return not any(request.requestHeaders.hasHeader(h) for h in _FORWARDING)
+        return self._resolve_request(request)[1]
+
+    def caller(self, request) -> Caller:
+        """Who sent ``request``: its address, whether it is loopback, the
+        Bearer token it presented, whether a web page sent it."""
+        address, loopback = self._resolve_request(request)
+        auth = request.requestHeaders.getRawHeaders(b"authorization")
+        return Caller(address, loopback, bearer_token(auth[0] if auth else None),
+                      request.requestHeaders.hasHeader(b"origin"))
+
+    def caller_of(self, host: str, headers: dict[bytes, list[bytes]]) -> Caller:
+        """The Caller of a request a bare HTTP channel parsed."""
+        address, loopback = self.resolve(host, headers.get(b"x-forwarded-for") or [],
+                                         any(h in headers for h in _FORWARDING))
+        auth = headers.get(b"authorization")
+        return Caller(address, loopback, bearer_token(auth[0] if auth else None),
+                      b"origin" in headers)
+
+
+def bearer_token(header: bytes | None) -> str | None:
+    """The token of ``Authorization: Bearer <token>``, or None."""
+    if not header:
+        return None
+    scheme, _, token = header.decode("latin-1").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
 
 
 _FORWARDING = (b"x-forwarded-for", b"forwarded", b"x-real-ip")

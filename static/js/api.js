@@ -2,7 +2,9 @@
 // call's result, or fails with an RpcError (the engine answered with an error:
 // `code`, `message`) or a NetworkError (no usable answer: the connection failed,
 // timed out, or the answer was not JSON-RPC). Cancelling the Deferred aborts the
-// request.
+// request. While the WebSocket transport carries the session, calls go over
+// its socket instead (`channel`, set by transport-ws.js), with the same
+// results and errors.
 //
 //   const api = new Api();                        // POST /api/jsonrpc
 //   api.call("session.create").addCallback((sid) => ...);
@@ -67,6 +69,9 @@ export class Api {
     this.timeout = timeout;
     this._fetch = fetch ?? ((...args) => globalThis.fetch(...args));
     this._nextId = 1;
+    // Another way to the engine that takes calls while it is up (the WebSocket
+    // transport): {accepts(method, {session, keepalive}), call(method, params, {timeout})}.
+    this.channel = null;
   }
 
   /** The URL of a call; `?session=` lets a load balancer keep a session on one node. */
@@ -85,6 +90,10 @@ export class Api {
    * @param {boolean} [options.keepalive] let the request outlive the page (unload)
    */
   call(method, params = [], { session = null, timeout = this.timeout, keepalive = false } = {}) {
+    const channel = this.channel;
+    if (channel && channel.accepts(method, { session, keepalive })) {
+      return channel.call(method, params, { timeout });
+    }
     const id = this._nextId++;
     const controller = new AbortController();
     let timedOut = false;

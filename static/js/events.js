@@ -1,83 +1,189 @@
-// Events: the long-poll loop of a session.
+// Events: a session's events, over the best transport that works here.
 //
-// One `session.get_events` call at a time, with `ack` = the last seq processed,
-// so events of an answer lost on the way come again (duplicates are skipped by
-// seq). Each event goes to the handlers of the subscriptions with its key. On
-// a network error the loop waits (exponential back-off with jitter) and tries
-// again; on error 1001 the session is restored (session.js) and the loop goes
-// on in the new session. The loop stops when the session is destroyed.
+// Three transports deliver the same events (same seq, same objects):
+// WebSocket (transport-ws.js), Server-Sent Events (transport-sse.js) and
+// long-polling (transport-longpoll.js). Events chooses one and hands each
+// event to the handlers of the subscriptions with its key; Views do not know
+// which transport brought it.
 //
-//   const events = new Events(session);
+//   const events = new Events(session);                      // automatic
+//   const events = new Events(session, { transport: "sse" }); // forced
 //   events.on("state", (state, info) => ...);  // connecting|connected|retrying|stopped
+//   events.on("transport", (name) => ...);     // "ws" | "sse" | "longpoll"
 //   events.start();
+//
+// Automatic choice: WebSocket, then SSE, then long-polling. A transport that
+// fails before it ever worked (the socket does not open, or closes before the
+// engine answered; the event stream is refused or cut before it opened) is
+// given up for the next one, and remembered as unusable for the page's life.
+// One that worked once is kept through network errors and engine restarts
+// (back-off with jitter, as on every transport). Forced, a transport is never
+// given up. A transport the environment lacks (no WebSocket, no EventSource,
+// an Api without a URL) is skipped.
 
-import { CancelledError } from "./deferred.js";
-import { ErrorCode, RpcError } from "./api.js";
-import { SessionDestroyedError } from "./session.js";
 import { Emitter } from "./emitter.js";
 import { logger } from "./debug.js";
+import { Dispatcher, backoffDelay } from "./transport.js";
+import { LongPollTransport } from "./transport-longpoll.js";
+import { SseTransport } from "./transport-sse.js";
+import { WsTransport } from "./transport-ws.js";
+
+export { backoffDelay };
 
 const log = logger("events");
 
+/** The transports in the order of the automatic choice. */
+export const TRANSPORTS = Object.freeze(["ws", "sse", "longpoll"]);
+
+/** Human names, for a status line. */
+export const TRANSPORT_NAMES = Object.freeze({ ws: "WebSocket", sse: "Server-Sent Events", longpoll: "long-polling" });
+
+const CLASSES = { ws: WsTransport, sse: SseTransport, longpoll: LongPollTransport };
+
+// Transports that failed on this page: the automatic choice skips them.
+const unusable = new Set();
+
+/** The transports given up on this page (automatic choice). */
+export function unusableTransports() {
+  return [...unusable];
+}
+
+/** Forget them (tests; a page that knows the network changed). */
+export function forgetUnusableTransports() {
+  unusable.clear();
+}
+
 /**
- * The wait before retry number `attempt` (1, 2, ...): base * 2^(attempt-1),
- * capped at `max`, of which a random half ("equal jitter") so that many
- * clients cut off at once do not come back at once.
+ * A transport option from text ("ws", "sse", "longpoll", "auto"; also
+ * "websocket", "eventsource", "long-poll", "poll"); anything else: "auto".
  */
-export function backoffDelay(attempt, { base = 500, max = 30000 } = {}, random = Math.random) {
-  const ceiling = Math.min(max, base * 2 ** Math.max(0, attempt - 1));
-  return Math.round(ceiling / 2 + (random() * ceiling) / 2);
+export function parseTransport(text) {
+  const t = String(text ?? "").trim().toLowerCase().replace(/[-_ ]/g, "");
+  if (t === "ws" || t === "websocket" || t === "websockets") return "ws";
+  if (t === "sse" || t === "eventsource" || t === "serversentevents") return "sse";
+  if (t === "longpoll" || t === "longpolling" || t === "poll" || t === "polling") return "longpoll";
+  return "auto";
 }
 
 export class Events extends Emitter {
   /**
    * @param {Session} session
    * @param {object} [options]
-   * @param {number} [options.timeout]  seconds the engine may hold a poll (get_events timeout)
-   * @param {number} [options.base]     first back-off in ms
-   * @param {number} [options.max]      longest back-off in ms
-   * @param {Function} [options.random] jitter source (tests)
+   * @param {string} [options.transport]  "auto" (default), "ws", "sse" or "longpoll"
+   * @param {number} [options.timeout]    seconds the engine may hold a long-poll
+   * @param {number} [options.base]       first back-off in ms
+   * @param {number} [options.max]        longest back-off in ms
+   * @param {Function} [options.random]   jitter source (tests)
+   * @param {boolean} [options.remember]  remember failed transports for the page's life (default true)
+   * @param {object} [options.ws]         options of WsTransport (url, WebSocket, rpc, openTimeout, attachTimeout)
+   * @param {object} [options.sse]        options of SseTransport (url, EventSource, fetch, probeTimeout)
+   * @param {object} [options.transports] classes by name instead of the built-in ones (tests)
    */
-  constructor(session, { timeout = 30, base = 500, max = 30000, random = Math.random } = {}) {
+  constructor(session, {
+    transport = "auto", timeout = 30, base = 500, max = 30000, random = Math.random, remember = true,
+    ws = {}, sse = {}, longpoll = {}, transports = null,
+  } = {}) {
     super();
     this.session = session;
-    this.timeout = timeout;
-    this.backoff = { base, max };
-    this.random = random;
+    this.mode = transport === "auto" || transport == null ? "auto" : parseTransport(transport);
+    if (this.mode === "auto" && transport != null && transport !== "auto") {
+      throw new TypeError(`unknown transport ${JSON.stringify(transport)}: use "ws", "sse", "longpoll" or "auto"`);
+    }
+    this.remember = remember;
+    this.common = { base, max, random };
+    this.options = { ws, sse, longpoll: { timeout, ...longpoll } };
+    this.classes = { ...CLASSES, ...(transports ?? {}) };
+    this.dispatcher = new Dispatcher(session);
+    this.dispatcher.on("event", (ev) => this.emit("event", ev));
+    this.current = null; // the transport in use
+    this.given = []; // [name, error] given up, in order
     this.running = false;
     this.state = "stopped";
-    this.lastSeq = 0;
-    this.failures = 0;
-    this._generation = null;
-    this._inflight = null;
-    this._timer = null;
-    this._probe = false; // after a failure, first a poll that answers at once
-    this._orphans = new Map(); // key -> events that came before their subscribe answer
     session.on("destroyed", () => this.stop());
-    session.on("subscribed", (sub) => this._flushOrphans(sub));
-    session.on("settled", () => {
-      if (this.session.subscribing === 0) this._orphans.clear();
+  }
+
+  /** The name of the transport in use ("ws", "sse", "longpoll"), or null. */
+  get transport() {
+    return this.current?.name ?? null;
+  }
+
+  /** The last seq processed in the current session. */
+  get lastSeq() {
+    return this.dispatcher.lastSeq;
+  }
+
+  set lastSeq(seq) {
+    this.dispatcher.lastSeq = seq;
+  }
+
+  /** Network failures in a row of the transport in use. */
+  get failures() {
+    return this.current?.failures ?? 0;
+  }
+
+  /** The transports to try, in order. */
+  candidates() {
+    if (this.mode !== "auto") return [this.mode];
+    return TRANSPORTS.filter((name) => {
+      if (name !== "longpoll" && this.remember && unusable.has(name)) return false;
+      if (this.given.some(([n]) => n === name)) return false;
+      const cls = this.classes[name];
+      return typeof cls.available !== "function" || cls.available(this.session, this.options[name]);
     });
   }
 
   start() {
-    if (this.running) return;
-    if (this.session.destroyed) return;
+    if (this.running || this.session.destroyed) return;
     this.running = true;
-    this._probe = true;
     this._setState("connecting");
-    this._poll();
+    if (this.current) {
+      this.current.start();
+      return;
+    }
+    this._use(this.candidates()[0] ?? "longpoll");
   }
 
   stop() {
     if (!this.running) return;
     this.running = false;
-    clearTimeout(this._timer);
-    this._timer = null;
-    const inflight = this._inflight;
-    this._inflight = null;
-    if (inflight) inflight.cancel();
+    this.current?.stop();
     this._setState("stopped");
+  }
+
+  /** Deliver a list of events to the subscriptions' handlers (as the transports do). */
+  dispatch(events) {
+    this.dispatcher.dispatch(events);
+  }
+
+  _use(name) {
+    const auto = this.mode === "auto";
+    const fallback = auto && name !== "longpoll";
+    const t = new this.classes[name](this.session, this.dispatcher, {
+      ...this.common, ...this.options[name], fallback,
+    });
+    this.current = t;
+    t.on("state", (state, info) => {
+      // "stopped" is this object's own: a transport given up stops too.
+      if (this.current !== t || !this.running || state === "stopped") return;
+      this._setState(state, info);
+    });
+    t.on("unusable", (error) => {
+      if (this.current !== t) return;
+      this.given.push([name, error]);
+      if (this.remember) unusable.add(name);
+      t.dispose();
+      const next = this.candidates()[0] ?? "longpoll";
+      log(`${name} does not work here (${error?.message ?? error}); trying ${next}`);
+      this.emit("fallback", name, next, error);
+      if (!this.running) {
+        this.current = null;
+        return;
+      }
+      this._use(next);
+    });
+    log("transport", name, auto ? "(automatic)" : "(forced)");
+    this.emit("transport", name);
+    if (this.running) t.start();
   }
 
   _setState(state, info = {}) {
@@ -85,118 +191,5 @@ export class Events extends Emitter {
     this.state = state;
     log("state", state, info);
     this.emit("state", state, info);
-  }
-
-  _schedule(ms) {
-    if (!this.running) return;
-    clearTimeout(this._timer);
-    this._timer = setTimeout(() => {
-      this._timer = null;
-      this._poll();
-    }, ms);
-  }
-
-  _poll() {
-    if (!this.running || this._inflight) return;
-    let started = 0;
-    let generation = null;
-    const wasLong = !this._probe;
-    const d = this.session.open().addCallback(() => {
-      if (this.session.generation !== this._generation) {
-        // A new session: its seq starts again at 1.
-        this._generation = this.session.generation;
-        this.lastSeq = 0;
-        this._orphans.clear();
-      }
-      generation = this._generation;
-      started = Date.now();
-      // After a failure the first poll asks for an immediate answer, so that
-      // the loop knows at once that the engine is back.
-      const timeout = this._probe ? 0 : this.timeout;
-      return this.session.call("session.get_events", [timeout, this.lastSeq], {
-        retry: false,
-        timeout: (timeout + 15) * 1000,
-      }).addCallback((events) => {
-        this._probe = false;
-        return events;
-      });
-    });
-    this._inflight = d;
-    d.addCallbacks(
-      (events) => {
-        if (this._inflight !== d) return undefined; // stopped meanwhile
-        this._inflight = null;
-        this.failures = 0;
-        this._setState("connected");
-        if (generation === this.session.generation) this.dispatch(events);
-        // An empty answer long before the timeout means another poll on this
-        // session took over; do not spin against it.
-        const quickEmpty = events.length === 0 && wasLong && Date.now() - started < 100 * this.timeout;
-        this._schedule(quickEmpty ? 1000 : 0);
-        return undefined;
-      },
-      (f) => {
-        if (this._inflight === d) this._inflight = null;
-        if (!this.running || f.check(CancelledError)) return undefined;
-        if (f.check(SessionDestroyedError)) {
-          this.stop();
-          return undefined;
-        }
-        if (f.check(RpcError) && f.value.code === ErrorCode.UNKNOWN_SESSION) {
-          // session.js forgot the session; the next poll restores it.
-          log("session unknown to the engine; restoring it");
-          this._setState("connecting");
-          this._probe = true;
-          this._schedule(0);
-          return undefined;
-        }
-        this.failures += 1;
-        this._probe = true;
-        const delay = backoffDelay(this.failures, this.backoff, this.random);
-        log("poll failed:", f.value, `retry in ${delay} ms`);
-        this._setState("retrying", { delay, error: f.value, failures: this.failures });
-        this._schedule(delay);
-        return undefined;
-      },
-    );
-  }
-
-  /** Deliver a list of events (from get_events) to the subscriptions' handlers. */
-  dispatch(events) {
-    for (const ev of events) {
-      if (typeof ev.seq === "number") {
-        if (ev.seq <= this.lastSeq) continue; // sent again after our ack was lost
-        if (ev.seq !== this.lastSeq + 1) log("seq jumped from", this.lastSeq, "to", ev.seq);
-        this.lastSeq = ev.seq;
-      }
-      this.emit("event", ev);
-      const subs = this.session.subscriptionsFor(ev.key);
-      if (subs.length === 0) {
-        if (this.session.subscribing > 0) {
-          // Perhaps the answer of a subscribe still on its way: keep it.
-          if (!this._orphans.has(ev.key)) this._orphans.set(ev.key, []);
-          this._orphans.get(ev.key).push(ev);
-        } else {
-          log("event for a key without subscription:", ev.key, ev.action);
-        }
-        continue;
-      }
-      for (const sub of subs) this._deliver(sub, ev);
-    }
-  }
-
-  _flushOrphans(sub) {
-    const waiting = this._orphans.get(sub.key);
-    if (!waiting) return;
-    this._orphans.delete(sub.key);
-    for (const ev of waiting) this._deliver(sub, ev);
-  }
-
-  _deliver(sub, ev) {
-    try {
-      sub.handler.apply(ev, sub);
-    } catch (e) {
-      console.error("pushengine: a view failed to apply an event:", e, ev);
-    }
   }
 }

@@ -2,7 +2,8 @@
 
 Each scenario runs with a handful of sessions for a couple of seconds through
 ``bench/driver.py``'s ``run_one`` (the server as a subprocess, the load
-generator as another): nothing may be lost or duplicated. The nchan runs need
+generator as another): nothing may be lost or duplicated. Fan-out and held
+sessions run over long-polling, SSE and WebSocket. The nchan runs need
 the Debian packages nginx and libnginx-mod-nchan; the AMQP run needs RabbitMQ
 and pika.
 """
@@ -28,12 +29,12 @@ from tests.services import require_program, require_service, unavailable  # noqa
 
 pytestmark = pytest.mark.e2e
 
-SMOKE = {(r.group, r.target): r for r in scenarios.suite("smoke")}
-RESULTS: dict[tuple[str, str], dict] = {}
+SMOKE = {(r.group, r.target, r.transport): r for r in scenarios.suite("smoke")}
+RESULTS: dict[tuple[str, str, str], dict] = {}
 
 
-def run(group: str, target: str) -> dict:
-    key = (group, target)
+def run(group: str, target: str, transport: str = "longpoll") -> dict:
+    key = (group, target, transport)
     if key not in RESULTS:
         RESULTS[key] = driver.run_one(SMOKE[key], quiet=True)
     r = RESULTS[key]
@@ -51,6 +52,14 @@ def assert_delivered(r: dict) -> None:
     assert lg["events"] == lg["expected"]
     assert lg["latency"]["count"] == lg["events"]
     assert 0 < lg["latency"]["p50"] <= lg["latency"]["p99"] <= lg["latency"]["max"] < 5
+
+
+def assert_held_streams(r: dict) -> None:
+    lg = r["loadgen"]
+    assert lg["errors"] == {}, lg["errors"]
+    h = lg["held"]
+    assert h["open"] == lg["connected"] == r["sessions"] and h["closed"] == 0, h
+    assert r["held_ok"] and r["rss_held_kb"] > 0
 
 
 def assert_held(r: dict) -> None:
@@ -120,10 +129,62 @@ def test_event_parsing_fast_and_slow_paths_agree():
 
 
 def test_scenarios_build_loadgen_arguments():
-    for run_ in scenarios.suite("full") + scenarios.suite("smoke"):
+    runs = scenarios.suite("full") + scenarios.suite("smoke") + scenarios.suite("targets")
+    for run_ in runs:
         cfg = loadgen.make_config(run_.loadgen_args("http://127.0.0.1:1"))
         assert cfg["sessions"] == run_.sessions and cfg["mode"] == run_.group
+        assert cfg["transport"] == run_.transport
+    names = {(r.name, r.target) for r in runs}
+    assert ("fanout-ws-10000-10/s", "nchan") in names
+    assert ("fanout-sse-10000-10/s", "pushengine") in names
+    assert ("fanout-1000-10/s", "pushengine") in names   # long-poll names unchanged
     assert scenarios.max_held() <= 20_000
+
+
+def test_websocket_frames_masked_and_parsed():
+    frame = loadgen.ws_frame(b'{"jsonrpc":"2.0"}' * 20)   # 340 bytes: 16-bit length
+    assert frame[0] == 0x81 and frame[1] == 0x80 | 126
+    n = int.from_bytes(frame[2:4], "big")
+    mask, payload = frame[4:8], frame[8:]
+    assert n == len(payload) == 340
+    assert bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) == b'{"jsonrpc":"2.0"}' * 20
+    pongs = []
+    p = loadgen.WsParser(pongs.append)
+    big = b"x" * 70_000
+    wire = (b"\x81\x05hello" + b"\x01\x03abc" + b"\x89\x02hi" + b"\x80\x03def"
+            + b"\x81\x7f" + len(big).to_bytes(8, "big") + big + b"\x88\x02\x03\xe8")
+    got = []
+    for i in range(0, len(wire), 1000):   # arrives in pieces
+        got += p.feed(wire[i:i + 1000])
+    assert got == [b"hello", b"abcdef", big]
+    assert pongs == [b"hi"] and p.closed == 1000
+
+
+def test_chunked_stream_decoded_in_pieces():
+    parts = [b"retry: 3000\n\n", b'id: 1\ndata: {"seq":1}\n\n', b"x" * 300]
+    wire = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+    c = loadgen.ChunkParser()
+    out = b"".join(c.feed(wire[i:i + 3]) for i in range(0, len(wire), 3))
+    assert out == b"".join(parts) and c.ended
+
+
+def test_stream_subscriber_counts_events_gaps_and_duplicates():
+    cfg = loadgen.make_config(["--mode", "fanout", "--transport", "sse", "--sessions", "1"])
+    w = loadgen.Worker(cfg, range(1), None)
+    s = loadgen.StreamSubscriber(w, 0)
+    base = cfg["n_base"]
+
+    def event(seq: int, n: int) -> bytes:
+        return (b'id: %d\ndata: {"seq":%d,"key":"V","action":"update","obj":{"id":1,"n":%d,'
+                b'"sent_at":%r},"old":{"id":1,"n":0,"sent_at":0.0}}\n\n'
+                % (seq, seq, n, 1.0))
+    wire = b"retry: 3000\n\n" + event(1, base + 1) + event(2, base + 3) + b": ping\n\n"
+    wire += event(3, base + 3)
+    for i in range(0, len(wire), 50):
+        s.feed(wire[i:i + 50], 2.0)
+    st = w.stats
+    assert (st.events, st.gap_events, st.duplicates, st.pings) == (2, 1, 1, 1)
+    assert w.hist.count == 2 and abs(w.hist.max - 1.0) < 0.05
 
 
 # -- round trips against the engine -------------------------------------------
@@ -162,6 +223,18 @@ def test_engine_amqp_ingest_loses_nothing():
     assert_delivered(run("amqp", "pushengine"))
 
 
+@pytest.mark.parametrize("transport", scenarios.STREAMS)
+def test_engine_stream_fanout_loses_nothing(transport):
+    r = run("fanout", "pushengine", transport)
+    assert_delivered(r)
+    assert r["loadgen"]["transport"] == transport
+    assert r["events_per_cpu_s"] is not None and r["events_per_cpu_s"] > 0
+
+
+def test_engine_held_streams_stay_open():
+    assert_held_streams(run("held", "pushengine", "ws"))
+
+
 # -- nchan, the peer ----------------------------------------------------------------
 
 
@@ -175,20 +248,39 @@ def test_nchan_fanout_loses_nothing():
     assert_delivered(run("fanout", "nchan"))
 
 
+@pytest.mark.parametrize("transport", scenarios.STREAMS)
+def test_nchan_stream_fanout_loses_nothing(transport):
+    require_nchan()
+    assert_delivered(run("fanout", "nchan", transport))
+
+
 # -- reporting ----------------------------------------------------------------------
 
 
 def test_report_comparison_and_plot(tmp_path):
-    results = [run("held", "pushengine"), run("fanout", "pushengine")]
-    if ("fanout", "nchan") in RESULTS:
-        results += [RESULTS[("held", "nchan")], RESULTS[("fanout", "nchan")]]
+    results = [run("held", "pushengine"), run("fanout", "pushengine"),
+               run("fanout", "pushengine", "ws")]
+    if ("fanout", "nchan", "longpoll") in RESULTS:
+        results += [RESULTS[("held", "nchan", "longpoll")],
+                    RESULTS[("fanout", "nchan", "longpoll")]]
+    if ("fanout", "nchan", "ws") in RESULTS:
+        results.append(RESULTS[("fanout", "nchan", "ws")])
+        rows = {row["name"]: row for row in driver.compare(results)}
+        assert "events/CPU-s" in rows["fanout-ws-20-20/s"]["ratio"]
     rows = driver.compare(results)
-    assert {row["name"] for row in rows} == {"held-20", "fanout-20-20/s"}
+    assert {row["name"] for row in rows} == {"held-20", "fanout-20-20/s", "fanout-ws-20-20/s"}
     for r in results:
         assert driver.describe(r)
     driver.print_comparison(rows)
     pytest.importorskip("matplotlib")
     import plot
-    out = plot.plot({"machine": driver.machine(), "runs": results}, str(tmp_path / "p.png"))
+    doc = {"machine": driver.machine(), "runs": results}
+    out = plot.plot(doc, str(tmp_path / "p.png"))
+    with open(out, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    # the streaming figure: a second size of the WebSocket fan-out makes a line
+    more = dict(results[2], sessions=40, name="fanout-ws-40-20/s")
+    out = plot.plot_streaming({"machine": doc["machine"], "runs": results + [more]},
+                              str(tmp_path / "s.png"))
     with open(out, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"

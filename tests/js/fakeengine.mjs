@@ -14,6 +14,7 @@ export class FakeEngine {
     this._n = 0;
     this._failures = []; // [method, error] injected for the next matching call
     this.stopped = false;
+    this.down = false; // every call fails with a NetworkError (the engine is away)
   }
 
   /** The key of a subscription: the method and its params (without sid). */
@@ -33,9 +34,14 @@ export class FakeEngine {
     this._failures.push([method, error]);
   }
 
-  /** The engine restarts: all sessions are forgotten, parked polls are cut. */
+  /** The engine restarts: all sessions are forgotten, parked polls and streams are cut. */
   restart() {
     for (const s of this.sessions.values()) {
+      if (s.stream) {
+        const stream = s.stream;
+        s.stream = null;
+        stream.cut();
+      }
       if (s.poll) {
         const { d } = s.poll;
         s.poll = null;
@@ -50,9 +56,47 @@ export class FakeEngine {
     for (const s of this.sessions.values()) {
       if (!s.keys.has(key)) continue;
       s.seq += 1;
-      s.queue.push({ key, seq: s.seq, ...ev });
+      const event = { key, seq: s.seq, ...ev };
+      s.queue.push(event);
+      if (s.stream) {
+        s.sent.push(event); // a stream's events move to the replay buffer
+        s.stream.write([event]);
+      }
       this._wake(s);
     }
+  }
+
+  /**
+   * Attach a stream (fakestreams.mjs) to session `sid`: it gets every event
+   * after `lastSeq` (null: what was not written yet), then each new one. A
+   * stream attached before is cut. Throws RpcError 1001 for an unknown session.
+   */
+  attach(sid, stream, lastSeq = null) {
+    const s = this.sessions.get(sid);
+    if (!s) throw new RpcError(1001, "unknown session");
+    if (lastSeq !== null && lastSeq > s.seq) throw new RpcError(-32602, `${lastSeq} is ahead`);
+    if (s.poll) {
+      const { d } = s.poll;
+      s.poll = null;
+      this._answer(d, () => []);
+    }
+    if (s.stream && s.stream !== stream) s.stream.replaced();
+    s.stream = stream;
+    s.sent ??= [];
+    const after = lastSeq ?? (s.sent.length ? s.sent.at(-1).seq : 0);
+    const pending = s.queue.filter((e) => e.seq > after);
+    for (const e of pending) if (!s.sent.includes(e)) s.sent.push(e);
+    if (pending.length) stream.write(pending);
+  }
+
+  detach(sid, stream) {
+    const s = this.sessions.get(sid);
+    if (s && s.stream === stream) s.stream = null;
+  }
+
+  /** Streams attached now. */
+  get streams() {
+    return [...this.sessions.values()].filter((s) => s.stream).map((s) => s.stream);
   }
 
   /** Answer every parked poll with [] (their timeout passed). */
@@ -100,8 +144,17 @@ export class FakeEngine {
   }
 
   call(method, params = [], options = {}) {
+    // As Api does: a channel (the WebSocket transport) may take the call; a
+    // test lets it by setting engine.channel = null (no such property: never).
+    if (this.channel && options.via !== "ws" && this.channel.accepts(method, options)) {
+      return this.channel.call(method, params, options);
+    }
     this.calls.push({ method, params, options });
     const d = new Deferred();
+    if (this.down) {
+      this._answer(d, () => { throw new NetworkError("connection refused"); });
+      return d;
+    }
     const i = this._failures.findIndex(([m]) => m === method);
     if (i >= 0) {
       const [, error] = this._failures.splice(i, 1)[0];
@@ -111,7 +164,7 @@ export class FakeEngine {
     if (method === "session.create") {
       this._n += 1;
       const sid = `sid${this._n}`;
-      this.sessions.set(sid, { sid, seq: 0, queue: [], keys: new Set(), poll: null, user: null });
+      this.sessions.set(sid, { sid, seq: 0, queue: [], keys: new Set(), poll: null, user: null, stream: null, sent: [] });
       this._answer(d, () => sid);
       return d;
     }
@@ -128,6 +181,7 @@ export class FakeEngine {
     switch (method) {
       case "session.destroy":
         this.sessions.delete(sid);
+        if (s.stream) s.stream.replaced();
         this._answer(d, () => true);
         break;
       case "session.authorize":

@@ -1,0 +1,72 @@
+"""CPU cost of one get_events answer on each HTTP front, in process.
+
+    python bench/http_paths.py [--requests 20000]
+
+Builds a node on a Clock (no sockets, no load generator: nothing but the
+engine's own work is timed), makes one session with 10 events waiting and
+feeds each front — ``--http twisted`` (twisted.web for everything) and
+``--http fast`` (httptools for the hot paths) — the same keep-alive
+requests, ``session.get_events(sid, 0, 0)`` (``ack`` 0 keeps the events
+queued, so every answer carries them), 50 at a time, through an in-memory
+transport. Prints CPU microseconds per answer and answers per CPU-second.
+Run it on a quiet machine; wrk figures are in bench/http_roundtrip.py.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from twisted.internet.address import IPv4Address  # noqa: E402
+from twisted.internet.testing import StringTransport  # noqa: E402
+
+from tests.http.harness import ClockNode, Http, Rpc  # noqa: E402
+
+
+def measure(front: str, requests: int) -> float:
+    node = ClockNode("--http", front, "--client-rate", "0")
+    rpc = Rpc(Http(node.web.resource()))
+    sid = rpc("session.create")
+    rpc("stream.subscribe_public_live", sid, 50)
+    node.engine.apply_changes([])
+    from pushengine.changes import Change
+    node.engine.apply_changes([Change("Stream", "upsert", i, {
+        "id": i, "title": f"stream {i}", "user_id": 1, "live": True, "public": True,
+        "created_at": f"2026-11-30T00:00:{i:02d}Z", "viewers": i}) for i in range(10)])
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session.get_events",
+                       "params": [sid, 0, 0]}).encode()
+    one = (b"POST /api/jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    factory = node.http_factory()
+    transport = StringTransport(hostAddress=IPv4Address("TCP", "127.0.0.1", 8080),
+                                peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
+    protocol = factory.buildProtocol(transport.getPeer())
+    protocol.makeConnection(transport)
+    batch = one * 50
+    start = time.process_time()
+    for _ in range(requests // 50):
+        protocol.dataReceived(batch)
+        out = transport.value()
+        transport.clear()
+        assert out.count(b"HTTP/1.1 200") == 50, out[:300]
+    spent = time.process_time() - start
+    return spent / (requests // 50 * 50)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--requests", type=int, default=20_000)
+    a = p.parse_args()
+    costs = {front: measure(front, a.requests) for front in ("twisted", "fast")}
+    for front, cost in costs.items():
+        print(f"--http {front:8}: {cost * 1e6:7.1f} µs CPU per answer, "
+              f"{1 / cost:9,.0f} answers per CPU-second")
+    print(f"fast / twisted: ×{costs['twisted'] / costs['fast']:.1f}")
+
+
+if __name__ == "__main__":
+    main()

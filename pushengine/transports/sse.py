@@ -1,0 +1,212 @@
+"""Server-Sent Events: ``GET /api/events?session=SID`` (SPEC section 10).
+
+The answer is ``text/event-stream``: ``retry: 3000``, then one message per
+event, ``id: <seq>`` and ``data: <the event JSON>`` (no ``event:`` field, so
+that every message reaches ``onmessage``), and a ``: ping`` comment after 15
+seconds of silence so that proxies keep the stream open. A browser that
+reconnects sends ``Last-Event-ID``; ``?last_event_id=N`` does the same by hand:
+the session then writes every later event again, once, in order (or one
+``reset`` per view when N is older than its replay buffer).
+
+The stream is the session's delivery (``pushengine.sessions.Delivery``) until
+the client goes away or another delivery replaces it (then it is closed). It
+registers as the request's push producer: when the client stops reading and
+the socket's buffer fills, twisted.web pauses it, the session stops writing
+to it and its events wait in the log (which overflows into a reset).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
+
+from pushengine.errors import ApiError, UnknownSession
+from pushengine.events import utf8
+from pushengine.transports.guard import Guard, json_error
+
+log = Logger()
+PING_INTERVAL = 15.0
+HEAD = b"retry: 3000\n\n"
+PING = b": ping\n\n"
+
+
+def sse_messages(events: Sequence[tuple]) -> bytes:
+    """One SSE message per queued ``(seq, key, fragment)`` event (the
+    fragment's bytes are shared by every stream that carries it)."""
+    return b"".join([b'id: %d\ndata: {"seq":%d,%s\n\n' % (e[0], e[0], utf8(e[2]))
+                     for e in events])
+
+
+class SseStream:
+    """One open event stream: a delivery of the session it is attached to."""
+
+    streaming = True
+
+    def __init__(self, request: Any, clock: Any, sessions: Any) -> None:
+        self.request = request
+        self.clock = clock
+        self.sessions = sessions
+        self.session: Any = None
+        self.paused = False
+        self.closed = False
+        self.last_write = clock.seconds()
+        self.pinger: Any = None
+
+    # -- Delivery ------------------------------------------------------------
+    def write(self, events: Sequence[tuple]) -> None:
+        if self.closed:
+            return
+        self.request.write(sse_messages(events))
+        self.last_write = self.clock.seconds()
+
+    def writable(self) -> bool:
+        # nothing before the answer's head is written (start)
+        return self.session is not None and not self.paused and not self.closed
+
+    def close(self) -> None:
+        """Replaced by another delivery, or the session ended."""
+        if self.closed:
+            return
+        self.closed = True
+        self._stop_pinging()
+        try:
+            self.request.unregisterProducer()
+            self.request.finish()
+        except Exception:
+            log.failure("finishing an event stream failed")
+
+    # -- IPushProducer (the request's) ------------------------------------------
+    def pauseProducing(self) -> None:
+        self.paused = True
+
+    def resumeProducing(self) -> None:
+        if self.paused:
+            self.paused = False
+            if self.session is not None:
+                self.sessions.resume_writing(self.session, self)
+
+    def stopProducing(self) -> None:
+        self.paused = True
+
+    # -- lifetime --------------------------------------------------------------
+    def start(self, session: Any) -> None:
+        self.session = session
+        self.pinger = self.clock.callLater(PING_INTERVAL, self._ping)
+
+    def _ping(self) -> None:
+        self.pinger = None
+        if self.closed:
+            return
+        idle = self.clock.seconds() - self.last_write
+        if idle >= PING_INTERVAL - 0.001:
+            if not self.paused:
+                self.request.write(PING)
+            self.last_write = self.clock.seconds()
+            idle = 0.0
+        self.pinger = self.clock.callLater(PING_INTERVAL - idle, self._ping)
+
+    def _stop_pinging(self) -> None:
+        if self.pinger is not None and self.pinger.active():
+            self.pinger.cancel()
+        self.pinger = None
+
+    def lost(self, _: Any = None) -> None:
+        """The client went away: the session may expire from now on."""
+        self._stop_pinging()
+        if not self.closed:
+            self.closed = True
+            if self.session is not None:
+                self.sessions.detach(self.session, self)
+
+
+def _last_event_id(request: Any) -> int | None | str:
+    """The seq the client last received, None for none, or an error text."""
+    raw = request.getHeader(b"last-event-id")
+    if raw is None:
+        raw = (request.args.get(b"last_event_id") or [None])[0]
+    if raw is None or raw in (b"", ""):
+        return None
+    if isinstance(raw, bytes):
+        raw = raw.decode("latin-1")
+    raw = raw.strip()
+    if not raw.isdigit() or len(raw) > 16:
+        return "Last-Event-ID must be the seq of an event (a whole number)"
+    return int(raw)
+
+
+class EventsResource(Resource):
+    """``GET /api/events``: a session's events as Server-Sent Events."""
+
+    isLeaf = True
+
+    def __init__(self, api: Any, guard: Guard, clock: Any) -> None:
+        super().__init__()
+        self.api = api
+        self.guard = guard
+        self.clock = clock
+
+    def render_OPTIONS(self, request: Any) -> bytes:
+        self.guard.cors(request)
+        request.setResponseCode(204)
+        return b""
+
+    def render_GET(self, request: Any) -> bytes | int:
+        self.guard.cors(request)
+        refused = self.guard.refuse(request)
+        if refused is not None:
+            return refused
+        sid = (request.args.get(b"session") or [b""])[0].decode("latin-1")
+        if not sid:
+            return json_error(request, 400, -32602, "the session parameter is required")
+        last = _last_event_id(request)
+        if isinstance(last, str):
+            return json_error(request, 400, -32602, last)
+        stream = SseStream(request, self.clock, self.api.sessions)
+        try:
+            result = self.api.stream(sid, stream, last)
+        except ApiError as e:
+            return self._refused(request, e)
+        if isinstance(result, Deferred):
+            finished = request.notifyFinish()
+            result.addCallbacks(lambda session: self._open(request, stream, session),
+                                lambda f: self._failed(request, f))
+            finished.addErrback(stream.lost)
+            return NOT_DONE_YET
+        self._open(request, stream, result)
+        return NOT_DONE_YET
+
+    def _open(self, request: Any, stream: SseStream, session: Any) -> None:
+        if stream.closed and stream.session is None:
+            # the client went away while the session was being resumed
+            self.api.sessions.detach(session, stream)
+            return
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", b"text/event-stream")
+        request.setHeader(b"cache-control", b"no-store")
+        request.setHeader(b"x-accel-buffering", b"no")
+        request.write(HEAD)
+        request.registerProducer(stream, True)
+        request.notifyFinish().addBoth(stream.lost)
+        stream.start(session)
+        # events written while attaching waited for the head: write them now
+        self.api.sessions.resume_writing(session, stream)
+
+    def _refused(self, request: Any, error: ApiError) -> bytes:
+        if isinstance(error, UnknownSession):
+            return json_error(request, 404, 1001, "unknown session")
+        return json_error(request, 400, error.code, error.message)
+
+    def _failed(self, request: Any, failure: Failure) -> None:
+        if request.finished or getattr(request, "_disconnected", False):
+            return
+        if failure.check(ApiError):
+            body = self._refused(request, failure.value)
+        else:
+            log.failure("opening an event stream failed", failure)
+            body = json_error(request, 500, -32603, "internal error")
+        request.write(body)
+        request.finish()
