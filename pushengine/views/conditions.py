@@ -1,60 +1,27 @@
 """The ``where`` clause: conditions parsed from the views file, bound to a
 subscription's parameters, and matched against objects.
 
-A condition names a field and an operator (eq, in, ne, gt, gte, lt, lte,
-has_word), or looks at the whole object (near, visible_to). An operand is a
-literal, a subscribe parameter (``$name``) or the session's user
-(``$session.user``), which a client can never supply.
+Each key of ``where`` is a field with a value (equality) or with one
+operator (``title: {has_word: $word}``), or an operator written as a key of
+its own (``near``, ``visible_to``, ``similar``). Every operator is one class
+in the registry of views/operators/ (one module each): this module only
+dispatches to it. An operand is a literal, a subscribe parameter (``$name``)
+or the session's user (``$session.user``), which a client can never supply.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from pushengine.views import morphology
-from pushengine.views.geo import distance_km
-from pushengine.views.values import comparable, index_key, json_equal
+from pushengine.views.operators import (  # noqa: F401 - the names this module always had
+    OPERATORS, ROLES, SESSION_USER, Condition, ParamError, Predicate, Ref,
+    ViewDefinitionError, field_operators, finite as _finite, parse_operand,
+    scalar as _scalar)
+from pushengine.views.operators.in_ import MAX_IN_VALUES  # noqa: F401
+from pushengine.views.operators.visible_to import is_private, visible_to  # noqa: F401
+from pushengine.views.operators.audience import untargeted
 
-SESSION_USER = "session.user"
+# the field operators of the first release (the registry may hold more)
 FIELD_OPERATORS = ("in", "ne", "gt", "gte", "lt", "lte", "has_word")
-MAX_IN_VALUES = 100
-
-
-class ViewDefinitionError(ValueError):
-    """The views file is wrong; the text says where."""
-
-
-class ParamError(ValueError):
-    """A subscribe parameter has the wrong type or value."""
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A reference to a subscribe parameter or to ``session.user``."""
-
-    name: str
-
-
-def parse_operand(value: Any) -> Any:
-    if isinstance(value, str) and value.startswith("$"):
-        return Ref(value[1:])
-    return value
-
-
-@dataclass(frozen=True)
-class Condition:
-    kind: str               # eq, in, ne, gt, gte, lt, lte, has_word, near, visible_to
-    field: str | None       # None for near / visible_to
-    operand: Any            # literal, Ref, or for near a dict of operands
-
-    def refs(self) -> list[tuple[Ref, str]]:
-        """(reference, role) pairs: the role tells what type a parameter needs."""
-        if self.kind == "near":
-            return [(v, k) for k, v in self.operand.items() if isinstance(v, Ref)]
-        if isinstance(self.operand, Ref):
-            return [(self.operand, self.kind)]
-        return []
 
 
 def parse_where(where: Any, view: str) -> list[Condition]:
@@ -64,156 +31,52 @@ def parse_where(where: Any, view: str) -> list[Condition]:
         raise ViewDefinitionError(f"{view}: 'where' must be a mapping")
     conditions = []
     for field, spec in where.items():
-        if field == "near":
-            if not isinstance(spec, dict) or set(spec) != {"lat", "lon", "km"}:
-                raise ViewDefinitionError(f"{view}: 'near' needs lat, lon and km")
-            conditions.append(Condition("near", None,
-                                        {k: parse_operand(v) for k, v in spec.items()}))
-        elif field == "visible_to":
-            operand = parse_operand(spec)
-            if operand != Ref(SESSION_USER):
-                raise ViewDefinitionError(f"{view}: 'visible_to' takes $session.user")
-            conditions.append(Condition("visible_to", None, operand))
+        op = OPERATORS.get(field)
+        if op is not None and op.own_key:
+            conditions.append(op.parse(None, spec, view))
         elif isinstance(spec, dict):
-            if len(spec) != 1 or next(iter(spec)) not in FIELD_OPERATORS:
+            names = field_operators()
+            name = next(iter(spec), None) if len(spec) == 1 else None
+            if name not in names:
                 raise ViewDefinitionError(
-                    f"{view}: field {field!r} needs one operator of {', '.join(FIELD_OPERATORS)}")
-            op, value = next(iter(spec.items()))
-            conditions.append(Condition(op, field, parse_operand(value)))
+                    f"{view}: field {field!r} needs one operator of {', '.join(names)}")
+            conditions.append(OPERATORS[name].parse(field, spec[name], view))
         else:
-            conditions.append(Condition("eq", field, parse_operand(spec)))
+            conditions.append(OPERATORS["eq"].parse(field, spec, view))
     for c in conditions:
         for ref, _ in c.refs():
-            if ref.name == SESSION_USER and c.kind not in ("visible_to", "eq", "in"):
+            if ref.name == SESSION_USER and not c.op.takes_session_user:
                 raise ViewDefinitionError(f"{view}: $session.user used with {c.kind}")
     return conditions
 
 
-# --- parameter validation -------------------------------------------------
-
-def _finite(value: Any) -> bool:
-    """A number that is finite as a float too (an integer of 400 digits is not)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _scalar(value: Any) -> bool:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _finite(value)
-    return value is None or isinstance(value, (bool, str))
-
-
 def check_param(name: str, role: str, value: Any) -> Any:
     """Validate one parameter for the role it plays; return the value to bind."""
-    def bad(what: str) -> ParamError:
-        return ParamError(f"parameter {name!r} must be {what}")
-
-    if role in ("eq", "ne"):
-        if not _scalar(value) or (isinstance(value, str) and len(value) > 1000):
-            raise bad("a string, number, boolean or null")
-        return value
-    if role == "in":
-        if (not isinstance(value, list) or len(value) > MAX_IN_VALUES
-                or not all(_scalar(v) for v in value)):
-            raise bad(f"a list of at most {MAX_IN_VALUES} scalar values")
-        return value
-    if role in ("gt", "gte", "lt", "lte"):
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)) \
-                or (not isinstance(value, str) and not _finite(value)):
-            raise bad("a number or a string")
-        return value
-    if role == "has_word":
-        if not isinstance(value, str) or len(value) > 100 or morphology.single_word(value) is None:
-            raise bad("a single word")
-        return value
-    if role in ("lat", "lon", "km"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not _finite(value):
-            raise bad("a number")
-        limit = {"lat": (-90, 90), "lon": (-180, 180), "km": (0, 20040)}[role]
-        if not limit[0] <= value <= limit[1] or (role == "km" and value == 0):
-            raise bad(f"between {limit[0]} and {limit[1]}")
-        return float(value)
-    raise bad("valid")  # pragma: no cover - roles are closed
+    return ROLES[role].check(name, role, value)
 
 
-# --- binding and matching --------------------------------------------------
-
-Predicate = Callable[[dict], bool]
-
-
-def _resolve(operand: Any, values: dict[str, Any]) -> Any:
-    return values[operand.name] if isinstance(operand, Ref) else operand
-
-
-def visible_to(obj: dict, user: Any) -> bool:
-    """Public, owned by the user, or listing the user in ``allowed_users``.
-    Privacy fails closed: only ``public: true`` is public."""
-    if obj.get("public") is True:
-        return True
-    if user is None:
-        return False
-    if json_equal(obj.get("user_id"), user):
-        return True
-    allowed = obj.get("allowed_users")
-    return isinstance(allowed, list) and any(json_equal(u, user) for u in allowed)
-
-
-def is_private(obj: dict) -> bool:
-    """Anything but ``public: true`` (false, 0, "false", null, missing) is private."""
-    return obj.get("public") is not True
+def validate(conditions: list[Condition], values: dict[str, Any]) -> None:
+    """The checks that look at a condition's settings or several parameters."""
+    for c in conditions:
+        c.op.validate(c, values)
 
 
 def bind(condition: Condition, values: dict[str, Any]) -> Predicate:
     """A predicate for ``condition`` with references resolved from ``values``."""
-    kind, field = condition.kind, condition.field
-    if kind == "near":
-        o = condition.operand
-        lat, lon, km = (_resolve(o[k], values) for k in ("lat", "lon", "km"))
-
-        def near(obj: dict) -> bool:
-            a, b = obj.get("lat"), obj.get("lon")
-            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)):
-                return False
-            return distance_km(lat, lon, a, b) <= km
-        return near
-    value = _resolve(condition.operand, values)
-    if kind == "visible_to":
-        return lambda obj: visible_to(obj, value)
-    if kind == "eq":
-        key = index_key(value)
-        return lambda obj: index_key(obj.get(field)) == key
-    if kind == "ne":
-        key = index_key(value)
-        return lambda obj: index_key(obj.get(field)) != key
-    if kind == "in":
-        keys = {index_key(v) for v in value}
-        return lambda obj: index_key(obj.get(field)) in keys
-    if kind == "has_word":
-        wanted = morphology.word_forms(morphology.single_word(value) or value)
-
-        def has_word(obj: dict) -> bool:
-            text = obj.get(field)
-            return isinstance(text, str) and not wanted.isdisjoint(morphology.text_forms(text))
-        return has_word
-    compare = {"gt": lambda a, b: a > b, "gte": lambda a, b: a >= b,
-               "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b}[kind]
-
-    def ordered(obj: dict) -> bool:
-        v = obj.get(field)
-        return comparable(v, value) and compare(v, value)
-    return ordered
+    return condition.op.bind(condition, values)
 
 
 def bind_all(conditions: list[Condition], values: dict[str, Any],
              private_allowed: bool) -> Predicate:
     """The conjunction of ``conditions``; without a visible_to condition a
     view never shows a private object."""
-    predicates = [bind(c, values) for c in conditions]
+    predicates = [bind(c, values)
+                  for c in sorted(conditions, key=lambda c: c.op.cost)]
     if not private_allowed:
         predicates.insert(0, lambda obj: not is_private(obj))
+    if not any(getattr(c.op, "opens_audience", False) for c in conditions):
+        # an object aimed at a segment needs an audience condition (SPEC 15)
+        predicates.insert(0, untargeted)
     if len(predicates) == 1:
         return predicates[0]
 
@@ -223,3 +86,43 @@ def bind_all(conditions: list[Condition], values: dict[str, Any],
                 return False
         return True
     return match
+
+
+def computed_fields(conditions: list[Condition],
+                    values: dict[str, Any]) -> dict[str, Callable[[dict], Any]]:
+    """The fields the conditions compute (``_similarity``), as functions of
+    a matching object."""
+    found: dict[str, Callable[[dict], Any]] = {}
+    for c in conditions:
+        if c.op.computes:
+            found.update(c.op.computed(c, values))
+    return found
+
+
+def check_order(order_field: str, conditions: list[Condition], view: str) -> None:
+    """A computed field (``_similarity``) can be an order only in a view
+    with the condition that computes it, once."""
+    if not order_field.startswith("_"):
+        return
+    computing = [c for c in conditions if order_field in c.op.computes]
+    if len(computing) != 1:
+        owners = sorted(name for name, op in OPERATORS.items() if order_field in op.computes)
+        if not owners:
+            return      # an ordinary field whose name starts with "_"
+        raise ViewDefinitionError(
+            f"{view}: order {order_field} needs exactly one {' or '.join(owners)} condition")
+
+
+def link_operators(specs: list[Any]) -> None:
+    """Let each operator see all its uses in the views file (``similar``
+    chooses one LSH banding per shared index)."""
+    uses: dict[str, list[tuple[str, Condition]]] = {}
+    for spec in specs:
+        kinds = [c.kind for c in spec.conditions]
+        for c in spec.conditions:
+            if c.op.once_per_view and kinds.count(c.kind) > 1:
+                raise ViewDefinitionError(f"{spec.name}: at most one {c.kind} condition")
+            uses.setdefault(c.kind, []).append((spec.type, c))
+    views = {spec.name: spec for spec in specs}
+    for kind, found in uses.items():
+        OPERATORS[kind].link(found, views)

@@ -1,0 +1,672 @@
+"""Text similarity for ``similar`` and ``distinct``: word sets, exact
+Jaccard, MinHash signatures and their LSH bands (datasketch).
+
+A text becomes a set of *tokens*: its words lower-cased (a word is a run of
+letters and digits; every other character separates), or with ``shingle: k``
+every run of k consecutive words, and with ``stem: true`` the words first
+reduced to their normal forms as ``has_word`` does (views/morphology.py).
+Two texts are similar at ``t`` when the Jaccard similarity of their token
+sets, |A ∩ B| / |A ∪ B| (computed as a double), is at least ``t``. A text
+without tokens is similar to nothing.
+
+Finding the similar texts among many without comparing with each one is
+MinHash LSH: a text's signature is ``num_perm`` minima of its tokens' hashes
+under as many permutations (datasketch's ``MinHash``, scheme ``affine32``);
+the signature is cut into ``bands`` bands of ``rows`` values, and two texts
+are *candidates* when one band is equal in both, which happens with
+probability 1 - (1 - J^rows)^bands. A ``Scheme`` fixes those numbers and
+computes signatures for many texts at once with numpy (the same values
+datasketch's ``MinHash.update_batch`` gives; tests/core/test_similarity.py
+checks it), each band reduced to one 64-bit integer (``band_hash``), which
+is also the hash function of the ``MinHashLSH`` index the store keeps
+(``SimilarityIndex``). Every text is hashed on its own: there is no corpus
+dictionary, and a change re-hashes one object.
+
+A view shows an object only when both hold: it is a candidate of the view's
+text (one band in common) *and* its exact Jaccard similarity reaches the
+threshold. Precision is therefore exact by construction; recall is the
+probability above (bench/similar.py measures it).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
+from operator import eq
+from sys import intern
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from pushengine.views import morphology
+
+# datasketch is imported when the first Scheme is made (a views file with a
+# similar view): it imports scipy, about a second of CPU that a node without
+# similar views does not pay.
+
+NUM_PERM = 128
+SEED = 1
+SCHEME = "affine32"
+MAX_SHINGLE = 8             # words in a shingle, at most
+MAX_FORMS = 3               # normal forms of one word kept in a stemmed shingle
+CHUNK_TOKENS = 8192         # tokens hashed in one numpy step (bounds memory)
+TOKEN_CACHE = 16_384        # texts whose token sets are kept
+FEATURE_CACHE = 8_192       # texts whose signature bands are kept
+RECALL_AT = 0.05            # bands are chosen for recall at threshold + this ...
+RECALL = 0.95               # ... of at least this
+
+_WORD = re.compile(r"[^\W_]+")      # letters and digits (\w without "_")
+_MASK = (1 << 64) - 1
+_BAND_SEED = 0x9E3779B97F4A7C15
+_BAND_MUL = 0xFF51AFD7ED558CCD
+_BIG_ENDIAN_SWAPPED = ">" if sys.byteorder == "little" else "<"
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text``, lower-cased (interned: the token sets of many
+    texts share one string per word)."""
+    return [intern(w.lower()) for w in _WORD.findall(text)]
+
+
+class Cache:
+    """A function of one argument with an LRU cache of its results, into
+    which a result known otherwise can be put (``remember``): the store's
+    index hands the views the tokens and bands of the objects it answers
+    with, so that their filters do not compute them again."""
+
+    def __init__(self, compute: Any, size: int) -> None:
+        self.compute = compute
+        self.size = size
+        self.data: dict = {}
+
+    def __call__(self, key: Any) -> Any:
+        data = self.data
+        try:
+            value = data.pop(key)
+        except KeyError:
+            value = self.compute(key)
+            if len(data) >= self.size:
+                del data[next(iter(data))]
+        data[key] = value
+        return value
+
+    def remember(self, key: Any, value: Any) -> None:
+        data = self.data
+        if data.pop(key, None) is None and len(data) >= self.size:
+            del data[next(iter(data))]
+        data[key] = value
+
+    def cache_clear(self) -> None:
+        self.data.clear()
+
+
+def jaccard(a: frozenset, b: frozenset) -> float:
+    """|A ∩ B| / |A ∪ B| as a double; 0 when either set is empty."""
+    if not a or not b:
+        return 0.0
+    if len(a) > len(b):
+        a, b = b, a
+    common = len(a & b)
+    return common / (len(a) + len(b) - common)
+
+
+class Shingler:
+    """Turns texts into token sets: words, or k-word shingles, optionally of
+    stemmed words. Shared, and caches the sets of the texts it saw last."""
+
+    def __init__(self, shingle: int = 1, stem: bool = False) -> None:
+        self.shingle = shingle
+        self.stem = stem
+        self.tokens = Cache(self._tokens, TOKEN_CACHE)
+
+    def __repr__(self) -> str:
+        return f"Shingler(shingle={self.shingle}, stem={self.stem})"
+
+    def _units(self, text: str) -> list[tuple[str, ...]]:
+        """Per word, the forms it stands for (one, unless stemmed)."""
+        if not self.stem:
+            return [(w,) for w in words(text)]
+        units = []
+        for w in _WORD.findall(text):
+            forms = sorted(morphology.word_forms(w))[:MAX_FORMS]
+            if forms:
+                units.append(tuple(intern(f) for f in forms))
+        return units
+
+    def count(self, text: str) -> int:
+        """How many words ``text`` has."""
+        return len(_WORD.findall(text))
+
+    def _tokens(self, text: str) -> frozenset[str]:
+        units = self._units(text)
+        k = self.shingle
+        if k == 1:
+            return frozenset(form for unit in units for form in unit)
+        if len(units) < k:
+            return frozenset()
+        found: set[str] = set()
+        for i in range(len(units) - k + 1):
+            window = units[i:i + k]
+            if all(len(u) == 1 for u in window):
+                found.add(intern(" ".join(u[0] for u in window)))
+            else:
+                found.update(intern(" ".join(p)) for p in product(*window))
+        return frozenset(found)
+
+
+@lru_cache(maxsize=None)
+def shingler(shingle: int = 1, stem: bool = False) -> Shingler:
+    """The shared Shingler of these settings."""
+    return Shingler(shingle, stem)
+
+
+_UINT32 = struct.Struct("<I").unpack_from
+
+
+@lru_cache(maxsize=1 << 18)
+def token_hash(token: str) -> int:
+    """datasketch's default 32-bit token hash, ``sha1_hash32``: the first
+    four bytes of the SHA-1 of the UTF-8 text, little-endian."""
+    return _UINT32(hashlib.sha1(token.encode("utf-8", "surrogatepass")).digest())[0]
+
+
+def collision_probability(j: float, bands: int, rows: int) -> float:
+    """The chance that two sets of Jaccard similarity ``j`` share a band."""
+    return 1.0 - (1.0 - j ** rows) ** bands
+
+
+def choose_bands(threshold: float, num_perm: int = NUM_PERM) -> tuple[int, int]:
+    """(bands, rows) for a threshold: the most rows per band (the fewest
+    false candidates to verify) that still make a pair of similarity
+    ``threshold + RECALL_AT`` a candidate with probability ``RECALL``."""
+    target = min(1.0, threshold + RECALL_AT)
+    best = (num_perm, 1)
+    for rows in range(1, num_perm // 2 + 1):
+        bands = num_perm // rows
+        if collision_probability(target, bands, rows) >= RECALL:
+            best = (bands, rows)
+    return best
+
+
+def _fmix32(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3's finalizer on uint32 values (datasketch's pre-mix)."""
+    h = h ^ (h >> np.uint32(16))
+    h = h * np.uint32(0x85EBCA6B)
+    h = h ^ (h >> np.uint32(13))
+    h = h * np.uint32(0xC2B2AE35)
+    return h ^ (h >> np.uint32(16))
+
+
+@dataclass(frozen=True, eq=False)
+class Features:
+    """What a text is compared by: its tokens and its signature's bands."""
+
+    tokens: frozenset[str]
+    bands: tuple[int, ...]
+
+
+class Scheme:
+    """MinHash with ``num_perm`` permutations cut into ``bands`` bands of
+    ``rows`` rows, over the tokens of one ``Shingler``."""
+
+    def __init__(self, shingler: Shingler, bands: int, rows: int,
+                 num_perm: int = NUM_PERM, seed: int = SEED) -> None:
+        if bands < 2 or rows < 1 or bands * rows > num_perm:
+            raise ValueError(f"bad banding {bands} x {rows} of {num_perm}")
+        self.shingler = shingler
+        self.bands = bands
+        self.rows = rows
+        self.num_perm = num_perm
+        self.seed = seed
+        from datasketch import MinHash
+        reference = MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME)
+        self.permutations = reference.permutations
+        a, b = reference.permutations
+        self._a = np.asarray(a, dtype=np.uint32)[None, :]
+        self._b = np.asarray(b, dtype=np.uint32)[None, :]
+        self._unpack = struct.Struct(f"{_BIG_ENDIAN_SWAPPED}{rows}I").unpack
+        self.features = Cache(self._features, FEATURE_CACHE)
+
+    def __repr__(self) -> str:
+        return (f"Scheme({self.shingler!r}, bands={self.bands}, rows={self.rows}, "
+                f"num_perm={self.num_perm})")
+
+    @property
+    def key(self) -> tuple:
+        return (self.shingler.shingle, self.shingler.stem, self.bands, self.rows,
+                self.num_perm, self.seed)
+
+    # -- signatures ------------------------------------------------------------------
+    def _permuted(self, hashes: Sequence[int]) -> np.ndarray:
+        hv = _fmix32(np.fromiter(hashes, dtype=np.uint32, count=len(hashes)))
+        return hv[:, None] * self._a + self._b        # wraps modulo 2^32
+
+    def signatures(self, token_sets: Sequence[Iterable[str]]) -> np.ndarray:
+        """One signature row per (non-empty) token set, as datasketch's
+        ``MinHash.update_batch`` computes it; a few thousand tokens a step."""
+        out = np.empty((len(token_sets), self.num_perm), dtype=np.uint32)
+        rows: list[int] = []
+        starts: list[int] = []
+        hashes: list[int] = []
+
+        def flush() -> None:
+            if rows:
+                mins = np.minimum.reduceat(self._permuted(hashes), starts, axis=0)
+                out[rows] = mins
+                rows.clear(), starts.clear(), hashes.clear()
+
+        for i, tokens in enumerate(token_sets):
+            h = [token_hash(t) for t in tokens]
+            if not h:
+                raise ValueError("an empty token set has no signature")
+            if len(h) > CHUNK_TOKENS:               # one huge text: in steps
+                sig = None
+                for s in range(0, len(h), CHUNK_TOKENS):
+                    part = self._permuted(h[s:s + CHUNK_TOKENS]).min(axis=0)
+                    sig = part if sig is None else np.minimum(sig, part)
+                out[i] = sig
+                continue
+            if len(hashes) + len(h) > CHUNK_TOKENS:
+                flush()
+            rows.append(i)
+            starts.append(len(hashes))
+            hashes.extend(h)
+        flush()
+        return out
+
+    def band_matrix(self, signatures: np.ndarray) -> np.ndarray:
+        """Each signature's bands, one 64-bit integer per band (as
+        ``band_hash`` makes of datasketch's band bytes): n x bands."""
+        n = len(signatures)
+        v = signatures[:, :self.bands * self.rows].reshape(n, self.bands, self.rows) \
+            .astype(np.uint64)
+        h = np.full((n, self.bands), _BAND_SEED, dtype=np.uint64)
+        mul = np.uint64(_BAND_MUL)
+        for j in range(self.rows):
+            h ^= v[:, :, j]
+            h *= mul
+        return h
+
+    def band_keys(self, signatures: np.ndarray) -> list[tuple[int, ...]]:
+        """``band_matrix`` as tuples of Python integers."""
+        return [tuple(row) for row in self.band_matrix(signatures).tolist()]
+
+    def band_hash(self, data: bytes) -> int:
+        """The hash of one band as ``MinHashLSH`` hands it over (the band's
+        values byte-swapped): the index's ``hashfunc``."""
+        h = _BAND_SEED
+        for v in self._unpack(data):
+            h = ((h ^ v) * _BAND_MUL) & _MASK
+        return h
+
+    def minhash(self, tokens: Iterable[str]) -> Any:
+        """A datasketch LeanMinHash of the tokens (the slow, reference way)."""
+        from datasketch import LeanMinHash, MinHash
+        m = MinHash(num_perm=self.num_perm, seed=self.seed, scheme=SCHEME,
+                    permutations=self.permutations)
+        m.update_batch([t.encode("utf-8", "surrogatepass") for t in tokens])
+        return LeanMinHash(m)
+
+    # -- texts ------------------------------------------------------------------------
+    def _features(self, text: str) -> Features | None:
+        tokens = self.shingler.tokens(text)
+        if not tokens:
+            return None
+        if len(tokens) > CHUNK_TOKENS:
+            return Features(tokens, self.band_keys(self.signatures([tokens]))[0])
+        # one text: the same computation without the batch's bookkeeping
+        sig = self._permuted([token_hash(t) for t in tokens]).min(axis=0)
+        v = sig[:self.bands * self.rows].reshape(self.bands, self.rows).astype(np.uint64)
+        h = np.full(self.bands, _BAND_SEED, dtype=np.uint64)
+        mul = np.uint64(_BAND_MUL)
+        for j in range(self.rows):
+            h ^= v[:, j]
+            h *= mul
+        return Features(tokens, tuple(h.tolist()))
+
+    def features_many(self, texts: Sequence[str]) -> list[Features | None]:
+        """Features of many texts, their signatures computed together."""
+        token_sets = [self.shingler.tokens(t) for t in texts]
+        todo = [i for i, s in enumerate(token_sets) if s]
+        found: list[Features | None] = [None] * len(texts)
+        if todo:
+            bands = self.band_keys(self.signatures([token_sets[i] for i in todo]))
+            for i, b in zip(todo, bands):
+                found[i] = Features(token_sets[i], b)
+        return found
+
+
+@lru_cache(maxsize=None)
+def scheme_for(shingle: int, stem: bool, bands: int, rows: int,
+               num_perm: int = NUM_PERM, seed: int = SEED) -> Scheme:
+    """The shared Scheme of these settings (its caches serve every view)."""
+    return Scheme(shingler(shingle, stem), bands, rows, num_perm, seed)
+
+
+def shares_band(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether two band tuples agree in one band (LSH candidates)."""
+    return any(map(eq, a, b))
+
+
+# -- the index ---------------------------------------------------------------------------
+#
+# datasketch's MinHashLSH keeps, per band, a dictionary from a band's hash to
+# a set of keys, and per key the list of its band hashes: about 9 KB per
+# indexed text with 32 bands. The storages below keep the same contents in
+# numpy arrays: each key's bands as one row of a matrix, and per band a sorted
+# array of (hash, row) pairs plus a small dictionary of the pairs added since
+# it was last merged in (about 700 bytes per text). An entry whose row no
+# longer holds that hash (the key was removed or re-indexed) is stale: it is
+# skipped when read and dropped at the next merge.
+
+MERGE_MIN = 2_048         # pairs added to a band before it is merged into its array
+MERGE_SHARE = 16          # ... or one sixteenth of the rows, when more
+
+
+@lru_cache(maxsize=None)
+def _index_class() -> type:
+    """SimilarityIndex, defined on datasketch's classes once they are imported."""
+    from datasketch import MinHashLSH
+    from datasketch.storage import OrderedStorage, UnorderedStorage
+
+    class _Rows(OrderedStorage):
+        """Each indexed key's band hashes, as a row of a uint64 matrix."""
+
+        def __init__(self, bands: int) -> None:
+            self.row_of: dict[Any, int] = {}
+            self.key_of: list[Any] = []
+            self.free: list[int] = []
+            self.matrix = np.zeros((64, bands), dtype=np.uint64)
+            self.alive = np.zeros(64, dtype=bool)
+            # the size of each key's token set (0: unknown), to skip at once
+            # the sets too small or too large to reach a threshold
+            self.sizes = np.zeros(64, dtype=np.uint32)
+
+        def _row(self, key: Any) -> int:
+            row = self.row_of.get(key)
+            if row is None:
+                if self.free:
+                    row = self.free.pop()
+                    self.key_of[row] = key
+                else:
+                    row = len(self.key_of)
+                    self.key_of.append(key)
+                    if row >= len(self.alive):
+                        self._grow(row + 1)
+                self.row_of[key] = row
+            return row
+
+        def _grow(self, need: int) -> None:
+            size = max(need, 2 * len(self.alive))
+            matrix = np.zeros((size, self.matrix.shape[1]), dtype=np.uint64)
+            matrix[:len(self.matrix)] = self.matrix
+            alive = np.zeros(size, dtype=bool)
+            alive[:len(self.alive)] = self.alive
+            sizes = np.zeros(size, dtype=np.uint32)
+            sizes[:len(self.sizes)] = self.sizes
+            self.matrix, self.alive, self.sizes = matrix, alive, sizes
+
+        def put(self, key: Any, bands: Any, size: int = 0) -> int:
+            row = self._row(key)
+            self.matrix[row] = bands
+            self.alive[row] = True
+            self.sizes[row] = size
+            return row
+
+        def put_many(self, keys: Sequence[Any], bands: np.ndarray,
+                     sizes: Sequence[int] | None = None) -> np.ndarray:
+            rows = np.fromiter((self._row(k) for k in keys), dtype=np.int64, count=len(keys))
+            self.matrix[rows] = bands
+            self.alive[rows] = True
+            self.sizes[rows] = 0 if sizes is None else sizes
+            return rows
+
+        # the OrderedStorage interface (datasketch's MinHashLSH uses it)
+        def keys(self):
+            return self.row_of.keys()
+
+        def get(self, key):
+            row = self.row_of.get(key)
+            return () if row is None else tuple(self.matrix[row].tolist())
+
+        def insert(self, key, *vals, **kwargs) -> None:
+            self.put(key, vals)
+
+        def remove(self, *keys, **kwargs) -> None:
+            for key in keys:
+                row = self.row_of.pop(key, None)
+                if row is not None:
+                    self.alive[row] = False
+                    self.key_of[row] = None
+                    self.free.append(row)
+
+        def remove_val(self, key, val, **kwargs) -> None:  # pragma: no cover - unused
+            raise NotImplementedError
+
+        def size(self) -> int:
+            return len(self.row_of)
+
+        def itemcounts(self, **kwargs) -> dict:
+            return {k: self.matrix.shape[1] for k in self.row_of}
+
+        def has_key(self, key) -> bool:
+            return key in self.row_of
+
+    class _Band(UnorderedStorage):
+        """One band: sorted (hash, row) arrays and the pairs added since."""
+
+        def __init__(self, rows: _Rows, band: int) -> None:
+            self.rows = rows
+            self.band = band
+            self.hashes = np.zeros(0, dtype=np.uint64)
+            self.row_ids = np.zeros(0, dtype=np.int64)
+            self.delta: dict[int, Any] = {}     # hash -> row, or a set of rows
+            self.added = 0
+
+        def add(self, h: int, row: int) -> None:
+            d = self.delta
+            v = d.get(h)
+            if v is None:
+                d[h] = row
+            elif type(v) is set:
+                v.add(row)
+            elif v != row:
+                d[h] = {v, row}
+            self.added += 1
+
+        def discard(self, h: int, row: int) -> None:
+            d = self.delta
+            v = d.get(h)
+            if type(v) is set:
+                v.discard(row)
+                if len(v) == 1:
+                    d[h] = next(iter(v))
+            elif v is not None and v == row:
+                del d[h]
+
+        def rows_of(self, h: int, sizes: tuple[int, int] | None = None) -> list[int]:
+            """The live rows whose band has hash ``h`` (and whose token set
+            has a size within ``sizes``, when known)."""
+            found: list[int] = []
+            v = self.delta.get(h)
+            if v is not None:
+                found.extend(v) if type(v) is set else found.append(v)
+                if sizes is not None:
+                    known, (low, high) = self.rows.sizes, sizes
+                    found = [r for r in found if not known[r] or low <= known[r] <= high]
+            hashes = self.hashes
+            if len(hashes):
+                key = np.uint64(h)
+                lo = hashes.searchsorted(key, "left")
+                hi = hashes.searchsorted(key, "right")
+                if hi > lo:
+                    rows = self.row_ids[lo:hi]
+                    keep = (self.rows.matrix[rows, self.band] == key) & self.rows.alive[rows]
+                    if sizes is not None:
+                        n = self.rows.sizes[rows]
+                        keep &= (n == 0) | ((n >= sizes[0]) & (n <= sizes[1]))
+                    found.extend(rows[keep].tolist())
+            return found
+
+        def merge(self, extra_hashes: np.ndarray | None = None,
+                  extra_rows: np.ndarray | None = None) -> None:
+            """Fold the added pairs (and ``extra``) into the sorted arrays,
+            dropping the stale ones."""
+            hs: list[int] = []
+            rs: list[int] = []
+            for h, v in self.delta.items():
+                if type(v) is set:
+                    hs.extend([h] * len(v))
+                    rs.extend(v)
+                else:
+                    hs.append(h)
+                    rs.append(v)
+            parts_h = [self.hashes, np.array(hs, dtype=np.uint64)]
+            parts_r = [self.row_ids, np.array(rs, dtype=np.int64)]
+            if extra_hashes is not None:
+                parts_h.append(extra_hashes)
+                parts_r.append(extra_rows)
+            hashes, row_ids = np.concatenate(parts_h), np.concatenate(parts_r)
+            live = (self.rows.matrix[row_ids, self.band] == hashes) & self.rows.alive[row_ids]
+            hashes, row_ids = hashes[live], row_ids[live]
+            order = np.lexsort((row_ids, hashes))
+            hashes, row_ids = hashes[order], row_ids[order]
+            if len(hashes) > 1:     # a key indexed again under an equal band: once
+                first = np.ones(len(hashes), dtype=bool)
+                first[1:] = (hashes[1:] != hashes[:-1]) | (row_ids[1:] != row_ids[:-1])
+                hashes, row_ids = hashes[first], row_ids[first]
+            self.hashes, self.row_ids = hashes, row_ids
+            self.delta = {}
+            self.added = 0
+
+        # the UnorderedStorage interface (datasketch's MinHashLSH uses it)
+        def keys(self):
+            return set(self.delta) | set(self.hashes.tolist())
+
+        def get(self, key):
+            key_of = self.rows.key_of
+            return list({key_of[r] for r in self.rows_of(key)})
+
+        def insert(self, key, *vals, **kwargs) -> None:
+            for val in vals:
+                self.add(key, self.rows.row_of[val])
+
+        def remove(self, *keys, **kwargs) -> None:
+            for key in keys:
+                self.delta.pop(key, None)
+
+        def remove_val(self, key, val, **kwargs) -> None:
+            row = self.rows.row_of.get(val)
+            if row is not None:
+                self.discard(key, row)
+
+        def size(self) -> int:
+            return len(self.delta) + len(self.hashes)
+
+        def itemcounts(self, **kwargs) -> dict:
+            counts: dict[int, int] = {}
+            for h in self.keys():
+                counts[h] = len(self.get(h))
+            return counts
+
+        def has_key(self, key) -> bool:
+            return bool(self.rows_of(key))
+
+    class SimilarityIndex(MinHashLSH):
+        """datasketch's MinHashLSH with the banding of a Scheme, band hashes
+        as 64-bit integers, and compact storage (above). ``insert(key,
+        LeanMinHash)``, ``query`` and ``remove`` work as in datasketch; the
+        engine uses ``insert_bands`` / ``insert_many`` / ``query_bands``
+        with bands a Scheme computed for many objects at once."""
+
+        def __init__(self, scheme: Scheme) -> None:
+            super().__init__(num_perm=scheme.num_perm, params=(scheme.bands, scheme.rows),
+                             hashfunc=scheme.band_hash)
+            self.scheme = scheme
+            self.keys = _Rows(self.b)
+            self.hashtables = [_Band(self.keys, i) for i in range(self.b)]
+            self._merging: list[_Band] = []
+
+        def _insert(self, key, minhash, check_duplication=True, buffer=False):
+            super()._insert(key, minhash, check_duplication, buffer)
+            self._maybe_merge()
+
+        def insert_bands(self, key: Any, bands: Sequence[int], size: int = 0) -> None:
+            """Index ``key`` under precomputed bands (replacing what it had);
+            ``size``: of its token set, if known."""
+            if key in self.keys.row_of:
+                self.discard(key)
+            row = self.keys.put(key, bands, size)
+            for h, table in zip(bands, self.hashtables):    # table.add, inlined
+                d = table.delta
+                v = d.get(h)
+                if v is None:
+                    d[h] = row
+                elif type(v) is set:
+                    v.add(row)
+                elif v != row:
+                    d[h] = {v, row}
+                table.added += 1
+            self._maybe_merge()
+
+        def insert_many(self, keys: Sequence[Any], bands: np.ndarray,
+                        sizes: Sequence[int] | None = None) -> None:
+            """Index many keys at once (``bands``: a row per key); merged into
+            the sorted arrays directly."""
+            for key in keys:
+                if key in self.keys.row_of:
+                    self.discard(key)
+            rows = self.keys.put_many(keys, bands, sizes)
+            for i, table in enumerate(self.hashtables):
+                table.merge(bands[:, i].copy(), rows)
+            self._merging = []
+
+        def discard(self, key: Any) -> None:
+            """Remove ``key`` if it is indexed (``remove`` as datasketch's, faster)."""
+            rows = self.keys
+            row = rows.row_of.get(key)
+            if row is None:
+                return
+            for h, table in zip(rows.matrix[row].tolist(), self.hashtables):
+                table.discard(h, row)      # a pair in a sorted array goes stale
+            rows.remove(key)
+
+        def _maybe_merge(self) -> None:
+            """Merge a band a time, so that no change waits for all of them."""
+            if self._merging:
+                self._merging.pop().merge()
+                return
+            first = self.hashtables[0]
+            if first.added >= max(MERGE_MIN, len(self.keys.row_of) // MERGE_SHARE):
+                self._merging = list(self.hashtables)
+                self._merging.pop().merge()
+
+        def query_bands(self, bands: Sequence[int],
+                        sizes: tuple[int, int] | None = None) -> set:
+            """Every key sharing a band with ``bands`` (whose token set has a
+            size within ``sizes``, when both are known)."""
+            rows: set[int] = set()
+            for h, table in zip(bands, self.hashtables):
+                rows.update(table.rows_of(h, sizes))
+            key_of = self.keys.key_of
+            return {key_of[r] for r in rows}
+
+        def __len__(self) -> int:
+            return len(self.keys.row_of)
+
+    return SimilarityIndex
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SimilarityIndex":
+        return _index_class()
+    raise AttributeError(name)
+
+
+def new_index(scheme: Scheme) -> Any:
+    """An empty SimilarityIndex (datasketch's MinHashLSH) for ``scheme``."""
+    return _index_class()(scheme)
