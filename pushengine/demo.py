@@ -2,13 +2,17 @@
 
 It starts streams (mostly public and live), updates viewers and titles, ends
 live streams and deletes old ended ones, a few changes a second, through the
-same feed as everything else, so the example pages change by themselves.
+same feed as everything else, so the example pages change by themselves. Its
+users are User objects too (a name and an avatar: their initials on a colour,
+as a small SVG ``data:`` URL), published first and renamed now and then, so
+that the pages' user cache has something to load and to refresh.
 """
 from __future__ import annotations
 
 import random
 import time as _time
 from typing import Any
+from urllib.parse import quote
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
@@ -24,12 +28,32 @@ USERS = {i: name for i, name in enumerate(
     ["anna", "boris", "vera", "gleb", "dasha", "egor", "zhenya", "ilya", "katya", "lev",
      "masha", "nikita", "olga", "pavel", "rita", "sergey", "tanya", "ulyana", "fedor",
      "yana"], start=340690)}
+SURNAMES = ["Petrova", "Ivanov", "Smirnova", "Kuznetsov", "Popova", "Sokolov", "Lebedeva",
+            "Kozlov", "Novikova", "Morozov", "Volkova", "Orlov"]
+RENAME_CHANCE = 0.03     # of a step: one user takes another surname
 PLACES = [(55.7558, 37.6173), (59.9343, 30.3351), (56.8389, 60.6057), (51.5072, -0.1276),
           (52.5200, 13.4050), (40.7128, -74.0060)]
 
 
 def iso(ts: float) -> str:
     return _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime(ts))
+
+
+def avatar(user_id: int, name: str) -> str:
+    """A round avatar: the name's initials on a colour of the user's own, as
+    an SVG ``data:`` URL of a few hundred bytes."""
+    initials = "".join(part[0] for part in name.split()[:2]).upper() or "?"
+    hue = (user_id * 137) % 360
+    svg = (f"<svg xmlns='http://www.w3.org/2000/svg' width='64' height='64' "
+           f"viewBox='0 0 64 64'><circle cx='32' cy='32' r='32' fill='hsl({hue},55%,42%)'/>"
+           f"<text x='32' y='41' font-family='sans-serif' font-size='24' font-weight='600' "
+           f"fill='white' text-anchor='middle'>{initials}</text></svg>")
+    return "data:image/svg+xml," + quote(svg, safe="/:='(),")
+
+
+def user_object(user_id: int, name: str) -> dict:
+    return {"id": user_id, "name": name, "avatar": avatar(user_id, name),
+            "login": USERS[user_id], "created_at": "2026-01-01T00:00:00Z"}
 
 
 class DemoProducer:
@@ -45,6 +69,19 @@ class DemoProducer:
         self.next_id = 1000
         self.live_target = live_target
         self.ended_keep = ended_keep
+        self.users = {uid: user_object(uid, f"{login.capitalize()} {SURNAMES[i % len(SURNAMES)]}")
+                      for i, (uid, login) in enumerate(USERS.items())}
+        self.users_sent = False
+        self.renames = 0
+
+    def rename(self) -> Change:
+        """One user takes another surname (and so another avatar)."""
+        uid = self.rng.choice(list(self.users))
+        first, _, surname = self.users[uid]["name"].partition(" ")
+        surname = self.rng.choice([s for s in SURNAMES if s != surname])
+        self.users[uid] = user_object(uid, f"{first} {surname}")
+        self.renames += 1
+        return Change("User", UPSERT, uid, self.users[uid])
 
     def _title(self) -> str:
         return " ".join(self.rng.sample(WORDS, self.rng.randint(2, 4))).capitalize()
@@ -66,6 +103,11 @@ class DemoProducer:
 
     def step(self) -> list[Change]:
         """Choose the next change(s) of the fake site."""
+        if not self.users_sent:
+            self.users_sent = True
+            return [Change("User", UPSERT, uid, u) for uid, u in self.users.items()]
+        if self.rng.random() < RENAME_CHANCE:
+            return [self.rename()]
         now = self.clock.seconds()
         roll = self.rng.random()
         if len(self.live) < self.live_target and roll < 0.5 or not self.live:

@@ -13,6 +13,7 @@ export class DeferredManager {
     }
     this.limit = limit;
     this.running = 0;
+    this.peak = 0; // the most operations ever run at once
     this._queue = [];
   }
 
@@ -44,6 +45,7 @@ export class DeferredManager {
     while (this.running < this.limit && this._queue.length > 0) {
       const job = this._queue.shift();
       this.running += 1;
+      this.peak = Math.max(this.peak, this.running);
       job.op = maybeDeferred(job.fn, ...job.args);
       job.op.addBoth((r) => {
         this.running -= 1;

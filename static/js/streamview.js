@@ -5,7 +5,11 @@
 //   const view = new LiveStreamsView({ container, session, limit: 10 });
 //   view.subscribe();
 //
-// Options besides View's: `userHref(stream)` makes the user name a link.
+// Options besides View's: `userHref(stream)` makes the user name a link;
+// `userCache` (a UserCache) shows each stream's user by the profile's name and
+// avatar (user.public_profiles), falling back on the stream's `user_name`,
+// and follows the cache's changes (a renamed user is shown renamed once the
+// cache reloads the profile).
 
 import { View } from "./view.js";
 import { formatDuration, plural, setAgo, setElapsed } from "./updater.js";
@@ -34,10 +38,100 @@ export function initialOf(text) {
   return m ? m[0].toUpperCase() : "?";
 }
 
+/** An avatar URL the page may load: data: images, http(s), or the site's own paths. */
+function usableAvatar(url) {
+  return typeof url === "string" && /^(data:image\/|https?:\/\/|\/(?!\/))/i.test(url);
+}
+
+/**
+ * Show a user's avatar in `span` (class pe-avatar): the profile's image when
+ * it has one, over the name's initial on a colour of the user's own (drawn by
+ * CSS from data-initial, so the text of the element stays the name).
+ */
+export function setAvatar(span, userId, name, url = null) {
+  span.style.setProperty("--hue", String(hueFor(userId ?? name)));
+  span.dataset.initial = initialOf(name);
+  let img = span.querySelector("img");
+  if (usableAvatar(url)) {
+    if (!img) {
+      img = span.ownerDocument.createElement("img");
+      img.alt = "";
+      img.decoding = "async";
+      img.addEventListener("error", () => img.remove(), { once: true });
+      span.append(img);
+    }
+    if (img.getAttribute("src") !== url) img.src = url;
+  } else if (img) {
+    img.remove();
+  }
+}
+
+/** The name to show for a user: the profile's, else the object's user_name, else "user <id>". */
+export function userName(userId, profile, fallback = null) {
+  if (profile && typeof profile.name === "string" && profile.name) return profile.name;
+  if (fallback) return fallback;
+  return userId != null ? `user ${userId}` : "";
+}
+
 export class StreamView extends View {
-  constructor({ userHref = null, ...options } = {}) {
+  constructor({ userHref = null, userCache = null, ...options } = {}) {
     super({ order: "-created_at", ...options });
     this.userHref = userHref;
+    this.userCache = userCache;
+    this._offUsers = null;
+    this._followUsers();
+  }
+
+  subscribe() {
+    this._followUsers();
+    return super.subscribe();
+  }
+
+  unsubscribe() {
+    this._offUsers?.();
+    this._offUsers = null;
+    return super.unsubscribe();
+  }
+
+  _followUsers() {
+    if (this.userCache && !this._offUsers) {
+      this._offUsers = this.userCache.on("change", (id) => this.refreshUser(id));
+    }
+  }
+
+  /** Show the current profile of user `id` on every card of theirs. */
+  refreshUser(id) {
+    for (const s of this.items) {
+      if (s.user_id !== id) continue;
+      const node = this.nodeFor(s[this.idField]);
+      const el = node?.querySelector?.(".pe-user");
+      if (el) this.fillUser(el, s);
+    }
+  }
+
+  /** Write a stream's user (avatar and name) into its element; ask the cache when it has no fresh profile. */
+  fillUser(el, s) {
+    const id = s.user_id ?? null;
+    const cache = this.userCache;
+    const profile = id !== null && cache ? cache.peek(id) : undefined;
+    const name = userName(id, profile, s.user_name);
+    let avatar = el.querySelector(".pe-avatar");
+    let label = el.querySelector(".pe-user-name");
+    if (!avatar || !label) {
+      avatar = el.ownerDocument.createElement("span");
+      avatar.className = "pe-avatar pe-avatar-small";
+      avatar.setAttribute("aria-hidden", "true");
+      label = el.ownerDocument.createElement("span");
+      label.className = "pe-user-name";
+      el.replaceChildren(avatar, label);
+    }
+    avatar.hidden = id === null && !name;
+    setAvatar(avatar, id, name, profile?.avatar);
+    label.textContent = name;
+    el.dataset.userId = id === null ? "" : String(id);
+    if (id !== null && cache && !cache.isFresh(id)) {
+      cache.get(id).addErrback(() => undefined); // "change" redraws the cards
+    }
   }
 
   renderItem(stream) {
@@ -73,7 +167,7 @@ export class StreamView extends View {
     q(".pe-title").textContent = s.title ?? "";
     q(".pe-title").title = s.title ?? "";
     const user = q(".pe-user");
-    user.textContent = s.user_name ?? (s.user_id != null ? `user ${s.user_id}` : "");
+    if (!old || old.user_id !== s.user_id || old.user_name !== s.user_name) this.fillUser(user, s);
     if (this.userHref) {
       const href = this.userHref(s);
       if (href) user.setAttribute("href", href);

@@ -125,3 +125,131 @@ test("getMany keeps the order; Promise loaders work", async () => {
   assert.deepEqual(await cache.getMany([3, 1, 2, 1]), [{ id: 3 }, { id: 1 }, { id: 2 }, { id: 1 }]);
   assert.equal(cache.loads, 3);
 });
+
+// -- expiry, batches, change events (user.public_profiles) ------------------------------
+
+function clock(start = 1000) {
+  const c = { t: start, now: () => c.t };
+  return c;
+}
+
+test("a profile older than the ttl is loaded again; peek keeps the old one meanwhile", async () => {
+  const c = clock();
+  let name = "Anna";
+  let calls = 0;
+  const cache = new UserCache((id) => { calls += 1; return { id, name }; }, { ttl: 5000, now: c.now });
+  assert.deepEqual(await cache.get(1), { id: 1, name: "Anna" });
+  name = "Anna Smirnova";
+  c.t += 4999;
+  assert.equal((await cache.get(1)).name, "Anna", "still fresh");
+  assert.ok(cache.isFresh(1));
+  c.t += 1;
+  assert.ok(!cache.isFresh(1));
+  assert.equal(cache.peek(1).name, "Anna");
+  assert.equal((await cache.get(1)).name, "Anna Smirnova");
+  assert.equal(calls, 2);
+});
+
+test("a change event when a profile arrives or changes, not when it stays the same", async () => {
+  const c = clock();
+  let name = "Boris";
+  const cache = new UserCache((id) => ({ id, name }), { ttl: 10, now: c.now });
+  const seen = [];
+  cache.on("change", (id, profile, old) => seen.push([id, profile?.name, old?.name]));
+  await cache.get(2);
+  c.t += 10;
+  await cache.get(2); // reloaded, same profile: no event
+  name = "Boris Ivanov";
+  c.t += 10;
+  await cache.get(2);
+  assert.deepEqual(seen, [[2, "Boris", undefined], [2, "Boris Ivanov", "Boris"]]);
+});
+
+test("a failed reload keeps the last profile", async () => {
+  const c = clock();
+  let fail = false;
+  const cache = new UserCache((id) => {
+    if (fail) throw new Error("down");
+    return { id };
+  }, { ttl: 10, now: c.now });
+  await cache.get(3);
+  fail = true;
+  c.t += 20;
+  assert.deepEqual(await cache.get(3), { id: 3 });
+  assert.ok(!cache.isFresh(3), "tried again next time");
+});
+
+test("batch mode: the ids of one turn go in one load, in chunks, unknown users are null", async () => {
+  const loads = [];
+  const cache = new UserCache((ids) => {
+    loads.push(ids);
+    return ids.map((id) => (id === 404 ? null : { id }));
+  }, { batch: 3 });
+  const got = cache.getMany([1, 2, 404, 4, 1, 5]);
+  assert.deepEqual(await got, [{ id: 1 }, { id: 2 }, null, { id: 4 }, { id: 1 }, { id: 5 }]);
+  assert.deepEqual(loads, [[1, 2, 404], [4, 5]]);
+  assert.equal(cache.requests, 2);
+  assert.equal(cache.loads, 5);
+  assert.equal(cache.peek(404), null);
+  assert.deepEqual(await cache.get(404), null);
+  assert.equal(cache.requests, 2, "null is remembered too");
+});
+
+test("batch mode: loads in flight are bounded by the manager", async () => {
+  const pending = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const cache = new UserCache((ids) => {
+    inFlight += 1;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    const d = new Deferred();
+    pending.push({ ids, d });
+    return d.addBoth((r) => { inFlight -= 1; return r; });
+  }, { batch: 2, concurrency: 2 });
+  const all = cache.getMany([1, 2, 3, 4, 5, 6, 7]);
+  await tick(0);
+  assert.equal(inFlight, 2);
+  while (pending.length) {
+    const { ids, d } = pending.shift();
+    d.callback(ids.map((id) => ({ id })));
+    await tick(0);
+    assert.ok(inFlight <= 2);
+  }
+  assert.equal((await all).length, 7);
+  assert.equal(maxInFlight, 2);
+});
+
+test("batch mode: a loader that answers the wrong number of profiles fails those gets", async () => {
+  const cache = new UserCache((ids) => [{ id: ids[0] }], { batch: 10 });
+  await assert.rejects(cache.getMany([1, 2]), /profiles for 2 ids/);
+});
+
+test("forApi asks user.public_profiles and reads -32601 as no profiles", async () => {
+  const calls = [];
+  const api = {
+    call(method, params) {
+      calls.push([method, params]);
+      const d = new Deferred();
+      if (params[0].includes(99)) d.errback(Object.assign(new Error("unknown method"), { code: -32601 }));
+      else d.callback(params[0].map((id) => ({ id, name: `u${id}` })));
+      return d;
+    },
+  };
+  const cache = UserCache.forApi(api, { ttl: 1000 });
+  assert.deepEqual(await cache.getMany([1, 2]), [{ id: 1, name: "u1" }, { id: 2, name: "u2" }]);
+  assert.deepEqual(calls, [["user.public_profiles", [[1, 2]]]]);
+  assert.deepEqual(await cache.get(99), null);
+});
+
+test("refresh loads only what is missing or expired", async () => {
+  const c = clock();
+  const loads = [];
+  const cache = new UserCache((ids) => { loads.push(ids); return ids.map((id) => ({ id })); },
+    { batch: 100, ttl: 100, now: c.now });
+  await cache.getMany([1, 2]);
+  c.t += 50;
+  await cache.get(3);
+  c.t += 60; // 1 and 2 expired, 3 not
+  await cache.refresh([1, 2, 3, 4, null, 1]);
+  assert.deepEqual(loads, [[1, 2], [3], [1, 2, 4]]);
+});

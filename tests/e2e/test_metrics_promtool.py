@@ -1,0 +1,68 @@
+"""``promtool check metrics`` on the /metrics of a real node with every source
+present: the AMQP feed (RabbitMQ), memcached, the Redis registry, online
+counters, per-client limits and profiles, after some traffic (SPEC section 11)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.e2e.conftest import start
+from tests.services import require_program, require_service
+
+pytestmark = [pytest.mark.e2e, pytest.mark.service]
+
+
+def test_promtool_on_a_node_with_every_source(tmp_path) -> None:
+    promtool = require_program("promtool")
+    require_service("RabbitMQ", "127.0.0.1", 5672)
+    require_service("memcached", "127.0.0.1", 11211)
+    require_service("Redis", "127.0.0.1", 6379)
+    tag = uuid.uuid4().hex[:8]
+    node_id = f"promtool-{tag}"
+    engine = start(tmp_path, "--amqp", "amqp://guest:guest@127.0.0.1:5672/",
+                   "--amqp-exchange", f"e2e.promtool.{tag}", "--node-id", node_id,
+                   "--memcache", "127.0.0.1:11211", "--redis", "redis://127.0.0.1:6379/5",
+                   "--max-timeout", "5")
+    try:
+        deadline = time.monotonic() + 30
+        while engine.get("/health").json()["feed"].get("state") != "connected":
+            assert time.monotonic() < deadline, engine.get("/health").json()
+            time.sleep(0.1)
+        sid = engine.call("session.create")
+        engine.call("stream.subscribe_public_live", sid, 5)
+        assert engine.publish(
+            {"type": "User", "action": "upsert", "obj": {"id": 5, "name": "Vera"}},
+            {"type": "Stream", "action": "upsert", "obj": {
+                "id": 1, "title": "promtool", "user_id": 5, "live": True, "public": True,
+                "created_at": "2030-01-01T00:00:00Z"}}).code == 200
+        deadline = time.monotonic() + 15
+        events: list = []
+        while not events:
+            events = engine.call("session.get_events", sid, 2, 0)
+            assert time.monotonic() < deadline
+        assert engine.call("user.public_profile", 5) == {"id": 5, "name": "Vera"}
+        engine.post("/api/jsonrpc", {"jsonrpc": "2.0", "method": "no.such", "id": 1})
+        text = engine.get("/metrics").body.decode("utf-8")
+    finally:
+        engine.stop()
+        ctl = shutil.which("rabbitmqctl")
+        if ctl:
+            subprocess.run([ctl, "-q", "delete_queue", f"pushengine.node.{node_id}"],
+                           capture_output=True, timeout=30)
+            subprocess.run([ctl, "-q", "delete_exchange", f"e2e.promtool.{tag}"],
+                           capture_output=True, timeout=30)
+    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr + text
+    names = {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+    for name in ("pushengine_feed_messages_received_total", "pushengine_memcache_ops_total",
+                 "pushengine_memcache_servers", "pushengine_redis_writes_total",
+                 "pushengine_online_sessions_counted", "pushengine_clients_tracked",
+                 "pushengine_profiles_asked_total", "pushengine_feed_lag_seconds"):
+        assert name in names, name
+    assert "Traceback" not in engine.log_text()
