@@ -14,6 +14,7 @@ import json
 from twisted.web.server import Request
 
 _MESSAGE = "the request body is too large"
+SEGMENT_UPLOADS = b"/api/segments/"
 
 
 def _too_large(path: bytes, max_body: int) -> bytes:
@@ -34,10 +35,19 @@ class LimitedRequest(Request):
     # twisted.web) must not pass for an HTML page
     defaultContentType = b"text/plain; charset=utf-8"
     max_body = 1 << 20
+    max_segment_body: int | None = None   # POST /api/segments/NAME (SPEC 15)
     body_too_large = False
     _received = 0
 
+    def _limit(self) -> int:
+        """The body limit of this request: segment uploads have their own."""
+        if self.max_segment_body is not None and getattr(
+                self.channel, "_path", b"").startswith(SEGMENT_UPLOADS):
+            return max(self.max_segment_body, self.max_body)
+        return self.max_body
+
     def gotLength(self, length: int | None) -> None:
+        self.max_body = self._limit()
         if length is not None and length > self.max_body:
             self._refuse()
             length = 0
@@ -69,5 +79,7 @@ class LimitedRequest(Request):
         super().requestReceived(command, path, version)
 
 
-def limited_request_factory(max_body: int) -> type[LimitedRequest]:
-    return type("LimitedRequest", (LimitedRequest,), {"max_body": max_body})
+def limited_request_factory(max_body: int,
+                            max_segment_body: int | None = None) -> type[LimitedRequest]:
+    return type("LimitedRequest", (LimitedRequest,), {"max_body": max_body,
+                                                      "max_segment_body": max_segment_body})

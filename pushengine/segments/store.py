@@ -1,0 +1,354 @@
+"""Where segments live: in process, or in Redis with ``--redis`` (SPEC 15).
+
+A segment is a set of 32-byte SHA-256 digests (16-byte MD5 ones for a file
+uploaded with ``?hashed=md5``) and a line of metadata (counts, when, how
+hashed). An upload goes to a new set; the segment is replaced by it in one
+step when the whole file was good, and a failed upload leaves no trace.
+
+In Redis: ``{prefix}segment:{NAME}`` (a set), ``{prefix}segments`` (a hash:
+name -> JSON metadata). An upload writes to
+``{prefix}segment:{NAME}:upload:{random}`` (with a TTL, so that a node dying
+in the middle leaves nothing behind for long) in chunks of one ``SADD`` each,
+several in flight (pipelined), and a Lua script swaps it in with ``RENAME``
+and writes the metadata in the same step. Membership of a session is one
+``EVAL`` over every segment (``SISMEMBER`` of the session's few digests):
+O(1) per segment.
+
+Connections follow pushengine/cluster/redis.py: txredisapi's protocol in a
+``ClientService`` with ``backoffPolicy`` on the injected reactor; a command
+without an answer within the URL's timeout fails; Redis down: every
+operation fails at once with SegmentsUnavailable.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from typing import Any
+
+from twisted.application import service
+from twisted.application.internet import ClientService, backoffPolicy
+from twisted.internet.abstract import isIPAddress as isIPv4Address, isIPv6Address
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.endpoints import (
+    HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint, wrapClientTLS)
+from twisted.logger import Logger
+
+from pushengine.cluster.redis import (
+    RedisUrl, _CommandProtocol, _Factory, _ObservedEndpoint, parse_redis_url)
+
+log = Logger()
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+IN_FLIGHT = 4            # SADD chunks sent and not answered yet, per upload
+UPLOAD_TTL = 3600        # seconds a half-written upload may linger in Redis
+
+
+class SegmentsUnavailable(Exception):
+    """The segment store cannot be reached (Redis down)."""
+
+
+def valid_name(name: Any) -> bool:
+    return isinstance(name, str) and NAME.match(name) is not None
+
+
+class MemoryUpload:
+    """An upload into a new set; the reader calls ``add`` (from its
+    thread), ``total`` at the end."""
+
+    def __init__(self, store: "MemorySegments", name: str) -> None:
+        self.store = store
+        self.name = name
+        self.members: set[bytes] = set()
+
+    def add(self, chunk: list[bytes]) -> None:
+        self.members.update(chunk)
+
+    def total(self) -> int:
+        return len(self.members)
+
+    def commit(self, meta: dict) -> Deferred:
+        self.store.sets[self.name] = self.members     # swapped in whole, never changed after
+        self.store.meta[self.name] = meta
+        self.store.changed(self.name)
+        return succeed(None)
+
+    def abort(self) -> Deferred:
+        self.members = set()
+        return succeed(None)
+
+
+class SegmentStore:
+    """What both backends share: the listeners of a change."""
+
+    kind = "none"
+
+    def __init__(self) -> None:
+        self.listeners: list[Any] = []
+
+    def changed(self, name: str) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(name)
+            except Exception:
+                log.failure("a segment listener failed")
+
+
+class MemorySegments(SegmentStore):
+    kind = "memory"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets: dict[str, set[bytes]] = {}
+        self.meta: dict[str, dict] = {}
+
+    def begin(self, name: str) -> MemoryUpload:
+        return MemoryUpload(self, name)
+
+    def list(self) -> Deferred:
+        return succeed([dict(self.meta[n], name=n) for n in sorted(self.meta)])
+
+    def delete(self, name: str) -> Deferred:
+        found = self.meta.pop(name, None) is not None
+        self.sets.pop(name, None)
+        if found:
+            self.changed(name)
+        return succeed(found)
+
+    def segments_of(self, digests: list[bytes]) -> Deferred:
+        if not digests:
+            return succeed([])
+        return succeed(sorted(n for n, s in self.sets.items()
+                              if any(d in s for d in digests)))
+
+    def health(self) -> dict:
+        return {"kind": "memory", "up": True, "segments": len(self.meta)}
+
+
+# KEYS: upload set, segment set, metadata hash; ARGV: name, metadata JSON
+COMMIT = """
+redis.call('UNLINK', KEYS[2])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('RENAME', KEYS[1], KEYS[2])
+  redis.call('PERSIST', KEYS[2])
+end
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+return 1
+"""
+# KEYS: segment set, metadata hash; ARGV: name
+DELETE = """
+redis.call('UNLINK', KEYS[1])
+return redis.call('HDEL', KEYS[2], ARGV[1])
+"""
+# KEYS: metadata hash; ARGV: key prefix of the sets, digest, ... -> names
+MEMBER_OF = """
+local found = {}
+for _, name in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local key = ARGV[1] .. name
+  for i = 2, #ARGV do
+    if redis.call('SISMEMBER', key, ARGV[i]) == 1 then
+      table.insert(found, name)
+      break
+    end
+  end
+end
+return found
+"""
+
+
+class RedisUpload:
+    """An upload into a temporary set in Redis. ``add`` is called from the
+    reader's thread: it sends a chunk through the reactor and returns at
+    once unless IN_FLIGHT chunks are still unanswered (back-pressure)."""
+
+    def __init__(self, store: "RedisSegments", name: str) -> None:
+        self.store = store
+        self.name = name
+        self.key = f"{store.prefix}segment:{name}:upload:{os.urandom(8).hex()}"
+        self.added = 0
+        self.error: BaseException | None = None
+        self.slots = threading.Semaphore(IN_FLIGHT)
+        self.idle = threading.Condition()
+        self.outstanding = 0
+
+    def add(self, chunk: list[bytes]) -> None:
+        if self.error is not None:
+            raise self.error
+        if threading.current_thread() is threading.main_thread():
+            with self.idle:
+                self.outstanding += 1
+            self._send_chunk(chunk, False)
+            return
+        self.slots.acquire()
+        with self.idle:
+            self.outstanding += 1
+        self.store.reactor.callFromThread(self._send_chunk, chunk, True)
+
+    def _send_chunk(self, chunk: list[bytes], slot: bool) -> None:
+        d = self.store.send("SADD", self.key, *chunk)
+
+        def added(n: Any) -> Any:
+            self.added += int(n)
+            return self.store.send("EXPIRE", self.key, UPLOAD_TTL)
+        d.addCallback(added)
+        d.addBoth(self._answered, slot)
+
+    def _answered(self, result: Any, slot: bool) -> None:
+        error = getattr(result, "value", None)
+        if error is not None and self.error is None:
+            self.error = error if isinstance(error, SegmentsUnavailable) else \
+                SegmentsUnavailable(f"writing the segment to Redis failed: {error}")
+        with self.idle:
+            self.outstanding -= 1
+            self.idle.notify_all()
+        if slot:
+            self.slots.release()
+
+    def total(self) -> int:
+        """Wait for every chunk's answer (from the reader's thread)."""
+        if threading.current_thread() is not threading.main_thread():
+            with self.idle:
+                while self.outstanding:
+                    self.idle.wait(1.0)
+        if self.error is not None:
+            raise self.error
+        return self.added
+
+    def commit(self, meta: dict) -> Deferred:
+        s = self.store
+        d = s.send("EVAL", COMMIT, 3, self.key, f"{s.prefix}segment:{self.name}",
+                   s.meta_key, self.name, json.dumps(meta))
+        return d.addCallback(lambda _: s.changed(self.name))
+
+    def abort(self) -> Deferred:
+        d = self.store.send("UNLINK", self.key)
+        return d.addErrback(lambda f: log.warn("dropping a failed upload from Redis failed: "
+                                               "{e}", e=f.getErrorMessage()))
+
+
+class RedisSegments(SegmentStore, service.Service):
+    kind = "redis"
+
+    def __init__(self, reactor: Any, url: str | RedisUrl, endpoint: Any = None) -> None:
+        super().__init__()
+        self.reactor = reactor
+        self.url = parse_redis_url(url) if isinstance(url, str) else url
+        self.prefix = self.url.prefix
+        self.meta_key = f"{self.prefix}segments"
+        self._proto: Any = None
+        self._error: str | None = None
+        endpoint = endpoint if endpoint is not None else self._endpoint()
+        # an upload's chunks are large: a longer reply timeout than the URL's
+        timeout = max(self.url.timeout, 10.0)
+        self._client = ClientService(
+            _ObservedEndpoint(endpoint, self._connect_failed),
+            _Factory(lambda: _CommandProtocol(reactor, timeout)),
+            retryPolicy=backoffPolicy(initialDelay=0.2, maxDelay=5.0), clock=reactor,
+            prepareConnection=self._prepare)
+
+    def _endpoint(self) -> Any:
+        host, port, timeout = self.url.host, self.url.port, max(1, int(self.url.timeout))
+        if isIPv4Address(host):
+            endpoint = TCP4ClientEndpoint(self.reactor, host, port, timeout=timeout)
+        elif isIPv6Address(host):
+            endpoint = TCP6ClientEndpoint(self.reactor, host, port, timeout=timeout)
+        else:
+            endpoint = HostnameEndpoint(self.reactor, host, port, timeout=timeout)
+        if self.url.tls:
+            from twisted.internet.ssl import optionsForClientTLS
+            endpoint = wrapClientTLS(optionsForClientTLS(host), endpoint)
+        return endpoint
+
+    def startService(self) -> None:
+        super().startService()
+        self._client.startService()
+
+    def stopService(self) -> Deferred:
+        super().stopService()
+        self._proto = None
+        return self._client.stopService()
+
+    def _prepare(self, proto: Any) -> Deferred:
+        d = succeed(None)
+        if self.url.password is not None:
+            creds = [self.url.username, self.url.password] if self.url.username else [
+                self.url.password]
+            d.addCallback(lambda _: proto.execute_command("AUTH", *creds))
+        d.addCallback(lambda _: proto.execute_command("SELECT", self.url.db))
+
+        def ready(_: Any) -> None:
+            self._proto = proto
+            self._error = None
+            proto.whenDisconnected().addCallback(lambda _: self._lost(proto))
+        return d.addCallback(ready)
+
+    def _lost(self, proto: Any) -> None:
+        if proto is self._proto:
+            self._proto = None
+            self._error = "the connection to Redis was lost"
+
+    def _connect_failed(self, failure: Any) -> None:
+        self._error = f"cannot connect to Redis: {failure.getErrorMessage()}"
+
+    def whenReady(self) -> Deferred:
+        """Fires once connected (tests)."""
+        return self._client.whenConnected().addCallback(lambda _: None)
+
+    def send(self, *args: Any) -> Deferred:
+        proto = self._proto
+        if proto is None:
+            return fail(SegmentsUnavailable(
+                f"segments are unavailable: {self._error or 'Redis is not connected'}"))
+        try:
+            return proto.execute_command(*args)
+        except Exception as e:
+            return fail(SegmentsUnavailable(f"segments are unavailable: {e}"))
+
+    def begin(self, name: str) -> RedisUpload:
+        return RedisUpload(self, name)
+
+    def list(self) -> Deferred:
+        def decode(flat: Any) -> list[dict]:
+            if isinstance(flat, dict):
+                items = flat.items()
+            else:
+                items = zip(flat[::2], flat[1::2])
+            out = []
+            for name, value in items:
+                try:
+                    meta = json.loads(value)
+                except (TypeError, ValueError):
+                    meta = {}
+                out.append(dict(meta, name=name))
+            return sorted(out, key=lambda m: m["name"])
+        return self.send("HGETALL", self.meta_key).addCallback(decode)
+
+    def delete(self, name: str) -> Deferred:
+        d = self.send("EVAL", DELETE, 2, f"{self.prefix}segment:{name}", self.meta_key, name)
+
+        def deleted(n: Any) -> bool:
+            if int(n):
+                self.changed(name)
+            return bool(int(n))
+        return d.addCallback(deleted)
+
+    def segments_of(self, digests: list[bytes]) -> Deferred:
+        if not digests:
+            return succeed([])
+        d = self.send("EVAL", MEMBER_OF, 1, self.meta_key, f"{self.prefix}segment:", *digests)
+        return d.addCallback(lambda names: sorted(names or []))
+
+    def health(self) -> dict:
+        return {"kind": "redis", "up": self._proto is not None, "error": self._error}
+
+
+def build_segments(reactor: Any, redis_url: str | None) -> SegmentStore:
+    if redis_url:
+        return RedisSegments(reactor, redis_url)
+    return MemorySegments()
+
+
+def now() -> float:
+    return round(time.time(), 3)

@@ -1,0 +1,169 @@
+"""``/api/segments``: upload, list and delete audience segments (SPEC 15).
+
+- ``POST /api/segments/NAME[?hashed=md5|sha256]``: the body is the contact
+  file. twisted.web has spooled it to a temporary file by the time this runs
+  (the HTTP fronts stream it there, up to ``--max-segment-body``); it is read
+  from that file in chunks, in a thread of the reactor's pool, so that a file
+  of 1 GiB neither sits in memory nor stops the reactor. 200 with the counts;
+  400 with ``{"error": {"code", "message", "line", ...}}`` otherwise, and the
+  segment unchanged.
+- ``GET /api/segments``: every segment with its counts.
+- ``DELETE /api/segments/NAME``: 200 ``{"deleted": true}``, 404 when absent.
+
+Who may: as for ``/api/publish`` (Bearer publish key, or without one loopback
+clients only, never a request with an Origin).
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from twisted.internet.defer import maybeDeferred
+from twisted.logger import Logger
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
+
+from pushengine.segments.parse import HASHES, SegmentError, read_segment
+from pushengine.segments.store import SegmentsUnavailable, valid_name
+
+log = Logger()
+MAX_UPLOADS = 2          # uploads a node works on at once
+
+
+def _answer(request: Any, status: int, value: Any) -> bytes:
+    request.setResponseCode(status)
+    request.setHeader(b"content-type", b"application/json")
+    request.setHeader(b"cache-control", b"no-store")
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+class SegmentsResource(Resource):
+    isLeaf = True
+
+    def __init__(self, store: Any, web: Any, reactor: Any, minimum: int = 100) -> None:
+        super().__init__()
+        self.store = store
+        self.web = web
+        self.reactor = reactor
+        self.minimum = minimum
+        self.uploads = 0
+        self.counters = {"uploads": 0, "refused": 0, "rows": 0}
+
+    def _name(self, request: Any) -> str | None:
+        path = request.path.decode("utf-8", "replace")
+        return path[len("/api/segments/"):] if path.startswith("/api/segments/") else None
+
+    def _refused(self, request: Any) -> bytes | None:
+        refused = self.web.publisher.refusal(self.web.guard.caller(request))
+        if refused is None:
+            return None
+        status, body, headers = refused
+        for name, value in headers.items():
+            request.setHeader(name.encode(), value.encode())
+        body = {"error": {"code": "not_authorized", "message": body.get("error", "refused")}}
+        return _answer(request, status, body)
+
+    def render(self, request: Any) -> Any:
+        method = request.method
+        if request.path.rstrip(b"/") == b"/api/segments":
+            if method not in (b"GET", b"HEAD"):
+                request.setHeader(b"allow", b"GET")
+                return _answer(request, 405, {"error": {"code": "method", "message":
+                                                       "GET /api/segments lists them"}})
+            return self._respond(request, self._list)
+        name = self._name(request)
+        if method not in (b"POST", b"DELETE"):
+            request.setHeader(b"allow", b"POST, DELETE")
+            return _answer(request, 405, {"error": {"code": "method", "message":
+                                                   "POST uploads a segment, DELETE removes it"}})
+        if not valid_name(name):
+            return _answer(request, 400, {"error": {"code": "bad_request", "message":
+                           "a segment name is 1 to 64 letters, digits, '_', '.' or '-'"}})
+        return self._respond(request, self._upload if method == b"POST" else self._delete, name)
+
+    def _respond(self, request: Any, work: Any, *args: Any) -> Any:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        d = maybeDeferred(work, request, *args)
+        finished: list = []
+        request.notifyFinish().addBoth(finished.append)
+
+        def write(answer: tuple[int, Any]) -> None:
+            if not finished:
+                request.write(_answer(request, *answer))
+                request.finish()
+
+        def failed(f: Any) -> None:
+            if f.check(SegmentsUnavailable):
+                answer = (503, {"error": {"code": "unavailable",
+                                          "message": f.getErrorMessage()}})
+            else:
+                log.failure("answering {path} failed", f, path=request.path)
+                answer = (500, {"error": {"code": "internal", "message": "internal error"}})
+            write(answer)
+        d.addCallbacks(write, failed)
+        return NOT_DONE_YET
+
+    def _list(self, request: Any) -> Any:
+        return self.store.list().addCallback(lambda items: (200, {"segments": items}))
+
+    def _delete(self, request: Any, name: str) -> Any:
+        def done(found: bool) -> tuple[int, Any]:
+            if not found:
+                return 404, {"error": {"code": "not_found", "message": f"no segment {name}"}}
+            return 200, {"deleted": True, "name": name}
+        return self.store.delete(name).addCallback(done)
+
+    def _upload(self, request: Any, name: str) -> Any:
+        if getattr(request, "body_too_large", False):
+            return 413, {"error": {"code": "too_large", "message": "the file is too large"}}
+        hashed = (request.args.get(b"hashed") or [None])[0]
+        if hashed is not None:
+            hashed = hashed.decode("ascii", "replace")
+            if hashed not in HASHES:
+                return 400, {"error": {"code": "bad_request",
+                                       "message": "hashed must be md5 or sha256"}}
+        if self.uploads >= MAX_UPLOADS:
+            return 429, {"error": {"code": "busy", "message": "too many uploads at once; "
+                                   "try again later"}}
+        self.uploads += 1
+        upload = self.store.begin(name)
+        content = request.content
+        content.seek(0)
+        started = time.monotonic()
+
+        def read() -> Any:
+            return read_segment(content, upload, hashed=hashed, minimum=self.minimum)
+
+        pool = getattr(self.reactor, "getThreadPool", None)
+        if pool is not None:
+            from twisted.internet.threads import deferToThreadPool
+            d = deferToThreadPool(self.reactor, pool(), read)
+        else:
+            d = maybeDeferred(read)     # a test reactor (Clock): in this thread
+
+        def good(counts: Any) -> Any:
+            seconds = time.monotonic() - started
+            meta = dict(counts.as_dict(), hashed=hashed or "sha256",
+                        updated=round(time.time(), 3))
+            self.counters["uploads"] += 1
+            self.counters["rows"] += counts.rows
+            log.info("segment {name}: {valid} entries from {rows} rows in {s:.1f} s",
+                     name=name, valid=counts.valid, rows=counts.rows, s=seconds)
+            return upload.commit(meta).addCallback(
+                lambda _: (200, dict(meta, name=name, seconds=round(seconds, 3))))
+
+        def bad(f: Any) -> Any:
+            self.counters["refused"] += 1
+            upload.abort()
+            if f.check(SegmentError):
+                e = f.value
+                return e.status, e.as_json()
+            return f
+
+        def done(result: Any) -> Any:
+            self.uploads -= 1
+            return result
+        return d.addCallbacks(good, bad).addBoth(done)

@@ -1,0 +1,153 @@
+"""The rules of a contact file, one by one (SPEC section 15)."""
+from __future__ import annotations
+
+import hashlib
+import io
+
+import pytest
+
+from pushengine.segments.parse import SegmentError, read_segment
+from pushengine.segments.store import MemorySegments
+
+
+def upload(data: bytes, minimum: int = 1, **kw):
+    """(counts, digests kept) or the SegmentError."""
+    sink = MemorySegments().begin("t")
+    try:
+        counts = read_segment(io.BytesIO(data), sink, minimum=minimum, **kw)
+    except SegmentError as e:
+        return e, None
+    return counts, sink.members
+
+
+def sha(value: str) -> bytes:
+    return hashlib.sha256(value.encode()).digest()
+
+
+def phones(n: int, start: int = 0) -> list[str]:
+    return [f"7999{start + i:07d}" for i in range(n)]
+
+
+def test_utf8_without_bom():
+    counts, kept = upload("phone,email,name\n79995551111,Ivan@Example.RU ,Иван\n".encode())
+    assert (counts.rows, counts.valid, counts.invalid, counts.duplicates) == (1, 2, 0, 0)
+    assert kept == {sha("79995551111"), sha("ivan@example.ru")}
+
+
+def test_utf8_with_bom():
+    counts, kept = upload(b"\xef\xbb\xbf" + "phone,name\n79995551111,Иван\n".encode())
+    assert counts.valid == 1 and kept == {sha("79995551111")}
+
+
+def test_windows_1251():
+    data = "email,name\nПётр@Почта.рф,Пётр\nx@y.ru,Иван\n".encode("cp1251")
+    counts, kept = upload(data)
+    assert counts.valid == 2
+    assert sha("пётр@почта.рф") in kept and sha("x@y.ru") in kept
+
+
+def test_a_byte_neither_encoding_reads_is_an_encoding_error_with_its_line():
+    # 0x98 is undefined in Windows-1251; the file is not UTF-8 either
+    data = "email,name\nx@y.ru,Иван\n".encode("cp1251") + b"z@y.ru,\x98\n"
+    e, _ = upload(data)
+    assert e.code == "encoding" and e.line == 3
+
+
+def test_utf8_start_then_a_bad_byte_later():
+    data = b"email\n" + b"a@b.ru\n" * 20000 + b"b@b.ru\xff\n"
+    e, _ = upload(data)
+    assert e.code == "encoding" and e.line == 20002
+
+
+def test_semicolon_delimiter_is_a_header_validation_error():
+    e, _ = upload(b"phone;email\n79995551111;a@b.ru\n")
+    assert e.code == "header_validation" and e.line == 1 and "';'" in e.message
+
+
+def test_no_phone_or_email_header():
+    e, _ = upload(b"name,city\nIvan,Moscow\n")
+    assert e.code == "header_validation" and e.line == 1
+
+
+def test_empty_file():
+    e, _ = upload(b"")
+    assert e.code == "header_validation"
+
+
+def test_quoted_headers_phone_and_email_are_accepted():
+    counts, _ = upload(b'"phone","email"\n79995551111,a@b.ru\n')
+    assert counts.valid == 2
+
+
+def test_a_quoted_header_that_is_not_phone_or_email_is_refused():
+    e, _ = upload(b'phone,"name"\n79995551111,Ivan\n')
+    assert e.code == "header_validation" and "name" in e.message
+    e, _ = upload(b'"phone;email"\n79995551111\n')
+    assert e.code == "header_validation"
+
+
+def test_header_names_ignore_case_and_spaces_and_other_columns():
+    counts, _ = upload(b"Name, Phone ,EMAIL\nIvan,79995551111,a@b.ru\n")
+    assert counts.valid == 2
+
+
+def test_phone_header_twice():
+    e, _ = upload(b"phone,phone\n1,2\n")
+    assert e.code == "header_validation"
+
+
+@pytest.mark.parametrize("written", ["+7 (999) 555-11-11", "79995551111", "7-999-555-11-11",
+                                     " +7(999)5551111 "])
+def test_phones_are_normalized_to_digits(written):
+    counts, kept = upload(f'phone\n"{written}"\n'.encode())
+    assert counts.valid == 1 and kept == {sha("79995551111")}
+
+
+def test_invalid_phones_and_emails_are_counted():
+    counts, _ = upload(b"phone,email\n12,not-an-email\n7999abc1111,@x.ru\n79995551111,\n")
+    assert (counts.valid, counts.invalid) == (1, 4)
+
+
+def test_duplicates_across_phone_and_email():
+    rows = ["phone,email", "+7 (999) 555-11-11,a@b.ru", "79995551111,A@B.RU",
+            "79995552222,c@d.ru", ",a@b.ru", "79995552222,"]
+    counts, kept = upload(("\n".join(rows) + "\n").encode())
+    # entries: 2 phones + 2 emails distinct; duplicated: 1 phone + 2 emails + 1 phone
+    assert (counts.valid, counts.duplicates, counts.invalid) == (4, 4, 0)
+    assert len(kept) == 4
+
+
+def test_exactly_the_minimum_passes():
+    data = ("phone\n" + "\n".join(phones(100)) + "\n").encode()
+    counts, kept = upload(data, minimum=100)
+    assert counts.valid == 100 and len(kept) == 100
+
+
+def test_one_below_the_minimum_is_too_few_unique():
+    # 99 distinct, one duplicate, one invalid: 99 < 100
+    rows = phones(99) + [phones(1)[0], "123"]
+    e, _ = upload(("phone\n" + "\n".join(rows) + "\n").encode(), minimum=100)
+    assert e.code == "too_few_unique"
+    assert (e.counts.valid, e.counts.invalid, e.counts.duplicates) == (99, 1, 1)
+    assert e.line == 102
+    body = e.as_json()["error"]
+    assert body["valid"] == 99 and body["invalid"] == 1 and body["duplicates"] == 1
+
+
+def test_only_digests_are_kept_never_a_raw_value():
+    _, kept = upload(b"phone,email\n79995551111,a@b.ru\n")
+    assert all(isinstance(d, bytes) and len(d) == 32 for d in kept)
+    assert not any(b"7999" in d or b"a@b" in d for d in kept)
+
+
+@pytest.mark.parametrize("algorithm", ["md5", "sha256"])
+def test_prehashed_values(algorithm):
+    h = hashlib.new(algorithm, b"79995551111").hexdigest()
+    counts, kept = upload(f"phone\n{h.upper()}\n{h}\nnot-a-hash\n".encode(), hashed=algorithm)
+    assert (counts.valid, counts.duplicates, counts.invalid) == (1, 1, 1)
+    assert kept == {bytes.fromhex(h)}
+
+
+def test_a_wrong_hash_name_is_refused():
+    e, _ = upload(b"phone\n1\n", hashed="sha1")
+    assert e.code == "bad_request"
