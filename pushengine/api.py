@@ -1,22 +1,26 @@
 """The JSON-RPC methods (SPEC section 3), free of any transport.
 
 ``Api.methods()`` maps method names to ``rpc.Method`` objects: the fixed
-``session.*`` and ``stats.*`` methods plus one alias per view declared with a
-``method`` in the views file.
+``session.*`` and ``stats.*`` methods, ``user.public_profile(s)`` when the
+views file declares the User type's public fields, plus one alias per view
+declared with a ``method`` in the views file; with a namespace, each of them
+also as ``<namespace>.<method>``.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Callable
 
-from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
 from twisted.logger import Logger
 
 from pushengine.auth import TokenVerifier
 from pushengine.engine import Engine
-from pushengine.errors import BadParams, NotAuthorized, UnknownKey, UnknownView
+from pushengine.errors import (
+    BadParams, MethodNotFound, NotAuthorized, UnknownKey, UnknownView)
+from pushengine.profiles import PROFILE_TYPE, Profiles
 from pushengine.rpc import Method
-from pushengine.views.conditions import ParamError
+from pushengine.views.conditions import ParamError, ViewDefinitionError
 from pushengine.views.spec import ViewSpec
 
 log = Logger()
@@ -31,6 +35,37 @@ def _finite(value: int | float) -> bool:
         return False
 
 
+def method_table(tables: list[dict[str, Method]], catalog: Any,
+                 namespace: str | None = None) -> dict[str, Method]:
+    """The node's methods: ``tables`` merged (a name in two of them is
+    refused, never one silently hiding the other) and, with ``namespace``
+    (``--namespace``, e.g. ``qik``), every method also as
+    ``<namespace>.<method>``, as the original engine's clients call it.
+    A clash raises ViewDefinitionError naming the view when a view's alias
+    is involved."""
+    views = getattr(catalog, "methods", {})
+
+    def clash(name: str, message: str) -> ViewDefinitionError:
+        spec = views.get(name)
+        return ViewDefinitionError(f"{spec.name}: {message}" if spec is not None else message)
+
+    merged: dict[str, Method] = {}
+    for table in tables:
+        for name, method in table.items():
+            if name in merged:
+                raise clash(name, f"method {name} is one of the engine's own methods")
+            merged[name] = method
+    if not namespace:
+        return merged
+    named = dict(merged)
+    for name, method in merged.items():
+        full = f"{namespace}.{name}"
+        if full in merged:
+            raise clash(full, f"method {full} is also {name} under --namespace {namespace}")
+        named[full] = method
+    return named
+
+
 class Api:
     def __init__(self, engine: Engine, tokens: TokenVerifier, online: Any,
                  resume: Callable[..., Deferred] | None = None) -> None:
@@ -42,11 +77,15 @@ class Api:
         pushengine.cluster.resume). ``hooks`` are told, after the action,
         of sessions ``created``, ``destroyed``, ``changed`` and ``polled``."""
         self.engine = engine
+        fields = getattr(engine.catalog, "public_fields", {}).get(PROFILE_TYPE)
+        self.profiles = Profiles(getattr(engine, "store", None), fields) if fields else None
         self.sessions = engine.sessions
         self.tokens = tokens
         self.online = online
         self.resume = resume
         self.hooks: list[Any] = []
+        # stats.unique: distinct users per view key (pushengine.bloom.unique)
+        self.unique: Any = None
 
     # -- helpers -------------------------------------------------------------
     def _with_session(self, sid: Any, then: Callable[[Any], Any],
@@ -86,10 +125,19 @@ class Api:
             "session.authorize": Method(self.session_authorize, max_string=8192),
             "session.subscribe": Method(self.session_subscribe),
             "session.unsubscribe": Method(self.session_unsubscribe),
-            "session.get_events": Method(self.session_get_events),
+            "session.get_events": Method(self.session_get_events, with_caller=True),
+            "session.attach": Method(self.session_attach, with_caller=True),
             "stats.online": Method(self.stats_online),
+            "stats.unique": Method(self.stats_unique),
         }
+        if self.profiles is not None:
+            # sessionless: the public fields of User objects (SPEC section 11)
+            m["user.public_profile"] = Method(self.profiles.public_profile)
+            m["user.public_profiles"] = Method(self.profiles.public_profiles)
         for name, spec in self.engine.catalog.methods.items():
+            if name in m:
+                raise ViewDefinitionError(f"{spec.name}: method {name} is one of the "
+                                          f"engine's own methods")
             m[name] = self._alias(spec)
         return m
 
@@ -113,8 +161,13 @@ class Api:
 
     def session_create(self, caller: Any = None) -> str | Deferred:
         """``caller`` (a ``pushengine.caller.Caller``) says who asks: sessions
-        per client address are capped."""
+        per client address are capped; a WebSocket asking receives the new
+        session's events."""
         session = self.sessions.create(client=getattr(caller, "address", None))
+        channel = getattr(caller, "channel", None)
+        if channel is not None:
+            self.sessions.attach(session, channel)
+            channel.switch_to(session)
         self._count_online(session)
         # the next call may reach another node (a balancer hashes on the id,
         # which it did not know for this call): answer once the session
@@ -133,10 +186,14 @@ class Api:
 
     def session_authorize(self, sid: Any, token: Any) -> Any:
         def authorize(session):
-            user = self.tokens.user(token)
+            verify = getattr(self.tokens, "verify", None)
+            user, claims = verify(token) if verify is not None else (self.tokens.user(token), {})
             if session.user is not None and session.user != user:
                 raise NotAuthorized("this session is authorized as another user")
             session.user = user
+            # the email/phone claims, hashed at once, for audience segments (SPEC 15)
+            from pushengine.segments.targeting import contact_digests
+            session.segment_hashes = contact_digests(claims)
             self._tell("changed", session)
             return user
         return self._with_session(sid, authorize)
@@ -151,8 +208,14 @@ class Api:
                 raise NotAuthorized(f"view {view} needs an authorized session")
             if isinstance(params, dict) and any(k.startswith("session.") for k in params):
                 raise BadParams("session.* parameters cannot be supplied")
+            if getattr(spec, "needs_segments", False):
+                return self._segments_of(session).addCallback(bound_to, session, spec)
+            return bound_to(None, session, spec)
+
+        def bound_to(segments, session, spec):
             try:
-                bound = spec.bind(params, session.user, limit)
+                bound = spec.bind(params, session.user, limit, segments=segments) \
+                    if segments is not None else spec.bind(params, session.user, limit)
             except ParamError as e:
                 raise BadParams(str(e)) from None
             d = self.sessions.subscribe(session, bound)
@@ -164,6 +227,20 @@ class Api:
             return d.addCallback(subscribed)
         return self._with_session(sid, subscribe)
 
+    def _segments_of(self, session) -> Deferred:
+        """The audience segments the session's hashed contacts are in
+        (SPEC 15); none when the store cannot answer (fail closed)."""
+        store = getattr(self, "segments", None)
+        hashes = getattr(session, "segment_hashes", ())
+        if store is None or not hashes:
+            return succeed([])
+
+        def unavailable(f):
+            log.warn("segments unavailable, subscribing without them: {e}",
+                     e=f.getErrorMessage())
+            return []
+        return store.segments_of(list(hashes)).addErrback(unavailable)
+
     def session_unsubscribe(self, sid: Any, key: Any) -> Any:
         def unsubscribe(session):
             self.sessions.unsubscribe(session, key)
@@ -171,37 +248,88 @@ class Api:
             return True
         return self._with_session(sid, unsubscribe)
 
-    def session_get_events(self, sid: Any, timeout: Any = DEFAULT_POLL_TIMEOUT,
+    def _at_seq(self, sid: Any, seq: int | None, then: Callable[[Any], Any]) -> Any:
+        """``then(session)`` for a client that says it received up to
+        ``seq`` (a poll's ack, a stream's last seq). A seq ahead of the
+        session is -32602, except where the cluster registry explains it
+        (a session resumed here, or a stale copy: see cluster/resume.py)."""
+        def ahead(session) -> BadParams:
+            return BadParams(f"{seq} is ahead of the last event "
+                             f"({self.sessions.last_seq(session)})")
+
+        def check(session):
+            if seq is not None and seq > self.sessions.last_seq(session):
+                behind = getattr(self.resume, "ahead", None)
+                if behind is None:
+                    raise ahead(session)
+                return behind(session, seq).addCallback(checked, session)
+            return then(session)
+
+        def checked(resumed, session):
+            if resumed is None or seq > self.sessions.last_seq(resumed):
+                raise ahead(resumed or session)
+            return then(resumed)
+        return self._with_session(sid, check, seq)
+
+    def session_get_events(self, caller: Any, sid: Any, timeout: Any = DEFAULT_POLL_TIMEOUT,
                            ack: Any = None) -> Any:
+        if getattr(caller, "channel", None) is not None:
+            raise MethodNotFound("session.get_events is not answered on a WebSocket: "
+                                 "events are pushed to it")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
                 or not _finite(timeout) or timeout < 0:
             raise BadParams("timeout must be a number of seconds, 0 or more")
         if ack is not None and (isinstance(ack, bool) or not isinstance(ack, int) or ack < 0):
             raise BadParams("ack must be an integer sequence number, 0 or more")
 
-        def ahead(session) -> BadParams:
-            return BadParams(f"ack {ack} is ahead of the last event ({session.next_seq - 1})")
-
-        def poll(session):
-            if ack is not None and ack >= session.next_seq:
-                behind = getattr(self.resume, "ahead", None)
-                if behind is None:
-                    raise ahead(session)
-                # with a registry: a session resumed here, or this node's
-                # copy is stale (the client was served elsewhere since)
-                return behind(session, ack).addCallback(checked, session)
-            return polled(session)
-
-        def checked(resumed, session):
-            if resumed is None or ack >= resumed.next_seq:
-                raise ahead(resumed or session)
-            return polled(resumed)
-
         def polled(session):
             self._count_online(session)
             self._tell("polled", session)
             return self.sessions.get_events(session, float(timeout), ack)
-        return self._with_session(sid, poll, ack)
+        return self._at_seq(sid, ack, polled)
+
+    # -- streams (SSE, WebSocket) ----------------------------------------------
+    def stream(self, sid: Any, delivery: Any, last_seq: int | None) -> Any:
+        """Attach a stream to the session ``sid`` (resumed from the cluster
+        registry when another node held it): the session, or a Deferred of
+        it. ``last_seq``: the last seq the client received (None: a new
+        stream). UnknownSession, or BadParams for a seq ahead of the session."""
+        def attach(session):
+            try:
+                self.sessions.attach(session, delivery, last_seq)
+            except ValueError as e:
+                raise BadParams(str(e)) from None
+            self._count_online(session)
+            self._tell("polled", session)
+            return session
+        return self._at_seq(sid, last_seq, attach)
+
+    def session_attach(self, caller: Any, sid: Any, last_seq: Any = 0) -> Any:
+        """WebSocket only: this socket receives ``sid``'s events from now on,
+        each event after ``last_seq`` (0: nothing received yet) once."""
+        channel = getattr(caller, "channel", None)
+        if channel is None:
+            raise MethodNotFound("session.attach is answered on a WebSocket only "
+                                 "(GET /api/ws); over HTTP use session.get_events or "
+                                 "GET /api/events")
+        if isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0:
+            raise BadParams("last_seq must be an integer sequence number, 0 or more")
+
+        def attached(session):
+            channel.switch_to(session)
+            return True
+        result = self.stream(sid, channel, last_seq)
+        if isinstance(result, Deferred):
+            return result.addCallback(attached)
+        return attached(result)
+
+    def touch_streams(self) -> None:
+        """Sessions with a stream attached do not poll: count them online and
+        keep their registry entries alive as polls would (run periodically)."""
+        for session in list(self.sessions.sessions.values()):
+            if session.delivery is not None and session.delivery.streaming:
+                self._count_online(session)
+                self._tell("polled", session)
 
     def stats_online(self, key: Any = None, sid: Any = None) -> Any:
         """Sessions online in the service, or in the view ``key``. The figure
@@ -220,6 +348,26 @@ class Api:
             if key not in session.subs:
                 raise UnknownKey("this session has no subscription with that key")
             return maybeDeferred(self.online.count, key)
+        return self._with_session(sid, count)
+
+    def stats_unique(self, key: Any, sid: Any = None) -> Any:
+        """Distinct authorized users who subscribed to view ``key`` in the
+        current online period, across nodes (SPEC section 14). A personal
+        view's figure is answered as ``stats.online``'s: to its subscribers."""
+        if not isinstance(key, str):
+            raise BadParams("key must be a view key (a string)")
+        if self.unique is None:
+            return 0
+        if not self._user_bound(key):
+            return self.unique.count(key)
+        if sid is None:
+            raise UnknownKey("the figure of a personal view is given to its subscribers "
+                             "only: pass your session id")
+
+        def count(session):
+            if key not in session.subs:
+                raise UnknownKey("this session has no subscription with that key")
+            return self.unique.count(key)
         return self._with_session(sid, count)
 
     def _user_bound(self, key: str) -> bool:

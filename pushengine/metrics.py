@@ -12,6 +12,142 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+COUNTER, GAUGE = "counter", "gauge"
+
+# The figures of the sources (``Node.sources``: the ``stats()`` of the feed,
+# the memcached layer, the registry...), each written by hand: (source,
+# figure) -> (kind, series name or None for pushengine_<source>_<figure>, help).
+# What only grows is a counter (its series ends in ``_total``); the rest are
+# gauges, whose names never end in ``_total``. docs/api.md lists every series.
+FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
+    # the in-process feed
+    ("feed", "messages"): (COUNTER, None, "Changes published into the in-process feed"),
+    ("feed", "connected"): (GAUGE, None, "1 while the feed delivers changes, else 0"),
+    # the AMQP feed
+    ("feed", "messages_received"): (COUNTER, None, "AMQP messages received from this node's "
+                                                   "queue"),
+    ("feed", "changes_applied"): (COUNTER, None, "Changes from AMQP messages applied to the "
+                                                 "engine"),
+    ("feed", "malformed_messages"): (COUNTER, None, "AMQP messages dropped as malformed (not "
+                                                    "JSON, no change in them)"),
+    ("feed", "malformed_changes"): (COUNTER, None, "Changes dropped as malformed from AMQP "
+                                                   "messages"),
+    ("feed", "sink_errors"): (COUNTER, None, "AMQP messages whose changes the engine failed to "
+                                             "apply"),
+    ("feed", "reconnects"): (COUNTER, None, "Connections to RabbitMQ made again after one was "
+                                            "lost"),
+    ("feed", "connect_failures"): (COUNTER, None, "Attempts to connect to RabbitMQ that failed"),
+    ("feed", "gaps"): (COUNTER, "pushengine_feed_queue_gaps",
+                       "Times the AMQP feed found its queue declared afresh: changes may have "
+                       "been missed"),
+    ("feed", "changes_published"): (COUNTER, None, "Changes this node published to the "
+                                                   "exchange (POST /api/publish)"),
+    ("feed", "feed_lag_seconds"): (GAUGE, "pushengine_feed_lag_seconds",
+                                   "Seconds between the publishing and the receipt of the last "
+                                   "AMQP message"),
+    # the memcached layer (memcached servers or the in-process store)
+    ("memcache", "ops"): (COUNTER, None, "Commands sent to memcached"),
+    ("memcache", "hits"): (COUNTER, None, "Keys read from memcached that were there"),
+    ("memcache", "misses"): (COUNTER, None, "Keys read from memcached that were not there"),
+    ("memcache", "errors"): (COUNTER, None, "memcached commands that failed"),
+    ("memcache", "timeouts"): (COUNTER, None, "memcached commands that got no answer in time"),
+    ("memcache", "evictions"): (COUNTER, None, "Items the in-process memcached store evicted "
+                                               "for room"),
+    ("memcache", "items"): (GAUGE, None, "Items held by the in-process memcached store"),
+    ("memcache", "servers_up"): (GAUGE, None, "memcached servers taking commands now"),
+    ("memcache", "servers_total"): (GAUGE, "pushengine_memcache_servers",
+                                    "memcached servers configured"),
+    # online counters (memcached)
+    ("online", "sessions_counted"): (GAUGE, None, "Sessions this node counts online in the "
+                                                  "current period"),
+    ("online", "errors"): (COUNTER, None, "Online counter updates that failed (memcached "
+                                          "down)"),
+    ("cluster", "online_sessions"): (GAUGE, None, "Sessions online in the whole service, as "
+                                                  "last read from memcached"),
+    # the session registry (--redis)
+    ("redis", "writes"): (COUNTER, None, "Session records written to the registry"),
+    ("redis", "refreshes"): (COUNTER, None, "Session records whose expiry was renewed"),
+    ("redis", "deletes"): (COUNTER, None, "Session records removed"),
+    ("redis", "lookups"): (COUNTER, None, "Session records looked up (sessions unknown here)"),
+    ("redis", "errors"): (COUNTER, None, "Registry commands that failed"),
+    ("redis", "writes_dropped"): (COUNTER, None, "Registry writes dropped while Redis was "
+                                                 "unavailable"),
+    ("redis", "resumes"): (COUNTER, None, "Sessions resumed here from another node's record"),
+    ("redis", "resume_misses"): (COUNTER, None, "Unknown sessions with no record to resume "
+                                                "from"),
+    ("redis", "resume_failures"): (COUNTER, None, "Resumes that failed (registry "
+                                                  "unavailable)"),
+    ("redis", "moved_in"): (COUNTER, None, "Sessions taken over from another node"),
+    ("redis", "moved_out"): (COUNTER, None, "Sessions another node took over from this one"),
+    ("redis", "connects"): (COUNTER, None, "Connections made to Redis"),
+    ("redis", "disconnects"): (COUNTER, None, "Connections to Redis lost"),
+    ("redis", "connected"): (GAUGE, None, "1 while the registry's Redis connection is up, "
+                                          "else 0"),
+    ("redis", "subscribed"): (GAUGE, None, "1 while this node listens for sessions moved away "
+                                           "from it, else 0"),
+    # backend webhooks (--webhook-url)
+    ("webhooks", "sent"): (COUNTER, None, "Webhook POSTs the backend accepted (2xx)"),
+    ("webhooks", "failed"): (COUNTER, None, "Webhook POSTs that failed (no answer, timeout, "
+                                            "not 2xx); each is retried"),
+    ("webhooks", "retries"): (COUNTER, None, "Webhook events queued again after a failed "
+                                             "POST"),
+    ("webhooks", "dropped"): (COUNTER, None, "Webhook events dropped because the queue was "
+                                             "full (--webhook-queue)"),
+    ("webhooks", "queued"): (GAUGE, None, "Webhook events waiting to be sent"),
+    ("webhooks", "in_flight"): (GAUGE, None, "Webhook POSTs in flight"),
+    # presence (presence.list, presence: true views)
+    ("presence", "rooms"): (GAUGE, None, "Views (with their parameters) where this node has "
+                                         "authorized users present"),
+    ("presence", "watched_rooms"): (GAUGE, None, "Views with presence: true whose join and "
+                                                 "leave this node sends"),
+    ("presence", "joins"): (COUNTER, None, "Users announced as joining a presence view"),
+    ("presence", "leaves"): (COUNTER, None, "Users announced as leaving a presence view"),
+    ("presence", "errors"): (COUNTER, None, "Presence reads and writes in the cache that "
+                                            "failed"),
+    # per-client limits
+    ("clients", "rate_limited"): (COUNTER, None, "Requests refused because their client passed "
+                                                 "--client-rate"),
+    ("clients", "session_cap_refused"): (COUNTER, None, "Sessions refused because their client "
+                                                        "held --max-client-sessions"),
+    ("clients", "tracked"): (GAUGE, None, "Client addresses whose call rate is being tracked"),
+    # public profiles
+    ("profiles", "asked"): (COUNTER, None, "User profiles asked for (user.public_profile(s))"),
+    # Bloom filters
+    ("bloom", "commands"): (COUNTER, None, "Bloom filter commands run"),
+    ("bloom", "errors"): (COUNTER, None, "Bloom filter commands that failed in Redis"),
+    ("bloom", "unavailable"): (COUNTER, None, "Bloom filter commands refused while Redis was "
+                                              "unavailable"),
+    ("bloom", "connects"): (COUNTER, None, "Connections made to the Bloom filters' Redis"),
+    ("bloom", "connected"): (GAUGE, None, "1 while the Bloom filters' Redis connection is up, "
+                                          "else 0"),
+    ("bloom", "filters"): (GAUGE, None, "Bloom filters held in this process"),
+    ("bloom", "bytes"): (GAUGE, None, "Bytes of the Bloom filters held in this process"),
+    ("unique", "added"): (COUNTER, None, "Users added to the unique-users filters of view "
+                                         "keys"),
+    ("unique", "errors"): (COUNTER, None, "Unique-user additions that failed"),
+    ("seen", "asked"): (COUNTER, None, "Objects checked against once_per_user filters"),
+    ("seen", "admitted"): (COUNTER, None, "Objects shown for the first time to a user "
+                                          "(once_per_user)"),
+    ("seen", "refused"): (COUNTER, None, "Objects held back as already seen (once_per_user)"),
+    ("seen", "failed_open"): (COUNTER, None, "Objects shown because the once_per_user filter "
+                                             "could not be read"),
+}
+
+
+def describe(prefix: str, figure: str, counter_names: Any = ()) -> tuple[str, str, str]:
+    """``(kind, series name, help)`` of a source's figure. A figure that
+    FIGURES does not describe is still exported (a counter when the source
+    lists it in ``counter_names``), with a help text that says so; a test
+    keeps every figure of a complete node described."""
+    known = FIGURES.get((prefix, figure))
+    if known is not None:
+        kind, name, doc = known
+        return kind, name or f"pushengine_{prefix}_{figure}", doc
+    kind = COUNTER if figure in counter_names else GAUGE
+    name = f"pushengine_{prefix}_{figure}"
+    if kind == GAUGE and name.endswith("_total"):
+        name = name[: -len("_total")]
+    return kind, name, f"The {prefix} source's figure {figure} (not described yet)"
 
 
 class EngineCollector:
@@ -46,6 +182,9 @@ class EngineCollector:
         yield gauge("pushengine_queries", "Live queries (views by parameters)",
                     len(e.registry.queries))
         yield gauge("pushengine_polls_waiting", "Long-polls parked", s.waiting)
+        yield gauge("pushengine_streams", "Streams attached (SSE and WebSocket)", s.streams)
+        yield counter("pushengine_stream_replays",
+                      "Streams reattached with a last seq: replayed or reset", s.replays)
         yield counter("pushengine_changes", "Changes applied from the feed", e.counters.changes_in)
         yield counter("pushengine_change_errors", "Changes that failed to apply",
                       e.counters.change_errors)
@@ -75,10 +214,10 @@ class EngineCollector:
             except Exception:
                 continue
             counters = getattr(source, "counter_names", ())
-            for name, value in sorted(figures.items()):
+            for figure, value in sorted(figures.items()):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    make = counter if name in counters else gauge
-                    yield make(f"pushengine_{prefix}_{name}", f"{prefix} {name}", value)
+                    kind, name, doc = describe(prefix, figure, counters)
+                    yield (counter if kind == COUNTER else gauge)(name, doc, value)
 
 
 class Figures:

@@ -15,7 +15,7 @@ from twisted.python import usage
 from twisted.web.server import Site
 
 from pushengine import metrics
-from pushengine.api import Api
+from pushengine.api import Api, method_table
 from pushengine.auth import ApiKeys, TokenVerifier
 from pushengine.engine import Engine
 from pushengine.feeds.memory import MemoryFeed
@@ -96,7 +96,7 @@ class Node:
         try:
             self.catalog = load_catalog(options["views"])
         except (ViewDefinitionError, OSError) as e:
-            raise usage.UsageError(f"--views: {e}") from None
+            raise usage.UsageError(self._views_error(e)) from None
         self.services = service.MultiService()
         self.sources: dict[str, Any] = {}
         self.cache = build_cache(reactor, options["memcache"])
@@ -114,24 +114,115 @@ class Node:
                        resume=self.cluster.resume if self.cluster is not None else None)
         if self.cluster is not None:
             self.api.hooks.append(self.cluster.hooks)
+        if self.api.profiles is not None:
+            self.sources["profiles"] = self.api.profiles
+        self._bloom()
+        self._segments()
+        self._webhooks()
+        self._presence()
         self.rpc_errors: dict[int, int] = {}
         self.call_rate = CallRate(reactor, options["client-rate"])
-        self.dispatcher = Dispatcher(self.api.methods(), max_batch=options["max-batch"],
+        try:
+            # a view alias that takes a built-in name, or one that --namespace
+            # would give twice, is a usage error
+            methods = method_table([self.api.methods(), self.bloom_methods.methods(),
+                                    self.presence.methods()],
+                                   self.catalog, options.get("namespace"))
+        except ViewDefinitionError as e:
+            raise usage.UsageError(self._views_error(e)) from None
+        self.dispatcher = Dispatcher(methods, max_batch=options["max-batch"],
                                      on_error=self._count_error, admit=self._admit)
         self.sources["feed"] = self.feed
         self.sources["clients"] = _ClientFigures(self.call_rate, self.engine.sessions.per_client)
         self.collector = metrics.EngineCollector(self.engine, options["node-id"], reactor,
                                                  self.sources, self.rpc_errors)
+        clients = ClientAddresses(options["trusted-proxies"])
         self.web = WebApp(self.dispatcher, self.feed, self.engine,
                           metrics.make_registry(self.collector), self.health,
                           ApiKeys.from_options(options["api-key"], options["api-keys"]),
                           options["publish-key"], options["cors-origin"],
-                          self.catalog.id_fields,
-                          ClientAddresses(options["trusted-proxies"]))
+                          self.catalog.id_fields, clients, self._streams(clients))
+        from pushengine.segments.web import SegmentsResource
+        self.web.segments = SegmentsResource(self.segments, self.web, reactor,
+                                             options["segment-min"])
+
+    def _streams(self, clients: ClientAddresses) -> dict[bytes, Any]:
+        """The streaming transports: SSE and WebSocket, one resource each."""
+        from pushengine.transports.guard import Guard
+        from pushengine.transports.sse import EventsResource
+        from pushengine.transports.websocket import WebSocketResource
+        options = self.options
+        guard = Guard(ApiKeys.from_options(options["api-key"], options["api-keys"]),
+                      options["cors-origin"], clients)
+        return {b"/api/events": EventsResource(self.api, guard, self.reactor),
+                b"/api/ws": WebSocketResource(self.dispatcher, self.engine.sessions, guard,
+                                              self.reactor, options["max-body"])}
+
+    def _bloom(self) -> None:
+        """Scalable Bloom filters (SPEC section 14), in Redis with --redis
+        (every node shares them), in process otherwise; and what uses them:
+        the bf.* methods, stats.unique, once_per_user views."""
+        from pushengine.bloom import build_bloom
+        from pushengine.bloom.methods import BloomMethods
+        from pushengine.bloom.unique import UniqueHooks, UniqueUsers
+        from pushengine.views.once import SeenFilter
+        self.bloom = build_bloom(self.reactor, self.options["redis"])
+        self.api.unique = UniqueUsers(self.bloom, self.reactor, self.options["online-period"])
+        self.api.hooks.append(UniqueHooks(self.api.unique))
+        self.engine.registry.seen = SeenFilter(self.bloom)
+        self.bloom_methods = BloomMethods(self.bloom, self.options["publish-key"])
+        self.sources.update(bloom=self.bloom, unique=self.api.unique,
+                            seen=self.engine.registry.seen)
+
+    def _presence(self) -> None:
+        """Who is online in each view, shared through the cache (SPEC 16)."""
+        from pushengine.presence import Presence, PresenceStore
+        self.presence = Presence(self.engine, PresenceStore(self.cache, self.options["node-id"],
+                                                            self.reactor),
+                                 self.reactor, with_session=self.api._with_session)
+        self.api.hooks.append(self.presence)
+        self.engine.sessions.expire_hooks.append(self.presence.expired)
+        self.sources["presence"] = self.presence
+
+    def _webhooks(self) -> None:
+        """With ``--webhook-url``: a signed POST per session event (SPEC 16)."""
+        self.webhooks = None
+        if not self.options["webhook-url"]:
+            return
+        from pushengine.webhooks import WebhookHooks, WebhookSender
+        self.webhooks = WebhookSender(
+            self._webhook_client(), self.options["webhook-url"], self.options["webhook-secret"],
+            self.options["node-id"], self.reactor, max_queue=self.options["webhook-queue"])
+        hooks = WebhookHooks(self.webhooks)
+        self.api.hooks.append(hooks)
+        self.engine.sessions.expire_hooks.append(hooks.expired)
+        self.sources["webhooks"] = self.webhooks
+
+    def _webhook_client(self) -> Any:
+        """The HTTP client of the webhooks (treq; tests pass another)."""
+        import treq
+        return treq
+
+    def _segments(self) -> None:
+        """Audience segments (SPEC section 15): in Redis with --redis, in
+        process otherwise; sessions' views bound to them look them up."""
+        from pushengine.segments.store import build_segments
+        try:
+            self.segments = build_segments(self.reactor, self.options["redis"])
+        except ValueError as e:
+            raise usage.UsageError(f"--redis: {e}") from None
+        self.api.segments = self.segments
+        self.sources["segments"] = self.segments
 
     def _admit(self, caller: Any, calls: int) -> float:
         """The call rate per client address (0: go ahead, else seconds to wait)."""
         return self.call_rate.admit(getattr(caller, "address", caller), calls)
+
+    def _views_error(self, error: Exception) -> str:
+        """A bad views file (or a method name clash) as one line that names
+        the file and, where it can, the view and what is wrong."""
+        where = self.options["views"] or "the built-in views"
+        return " ".join(f"--views {where}: {error}".split())
 
     def _count_error(self, code: int) -> None:
         self.rpc_errors[code] = self.rpc_errors.get(code, 0) + 1
@@ -143,7 +234,10 @@ class Node:
             import treq
 
             from pushengine.stores.http import HttpStore
-            return HttpStore(treq, options["store-url"], cache=self.cache, clock=self.reactor)
+            # the backend answers views; the types with public profiles
+            # (User) are kept here from the feed for user.public_profile
+            return HttpStore(treq, options["store-url"], cache=self.cache, clock=self.reactor,
+                             keep=set(self.catalog.public_fields))
         # initial states from indexes or in slices between reactor turns
         store = MemoryStore(self.catalog.id_fields, clock=self.reactor)
         store.index_views(self.catalog.views.values())
@@ -197,10 +291,24 @@ class Node:
                   "node": self.options["node-id"], "feed": feed,
                   "sessions": len(self.engine.sessions.sessions)}
         report["memcache"] = self.cache.health()
+        report["bloom"] = self.bloom.health()
+        if self.webhooks is not None:
+            report["webhooks"] = self.webhooks.health()
         redis = self.sources.get("redis")
         report["redis"] = redis.health() if redis is not None else {"up": False,
                                                                     "kind": "none"}
         return report
+
+    def http_factory(self) -> Any:
+        """What listens on ``--port``: the fast HTTP front with the site
+        behind it, or the site alone (``--http twisted``)."""
+        site = self.site()
+        if self.options["http"] != "fast":
+            return site
+        from pushengine.web.fastpath import FastSite
+        return FastSite(site, self.web, self.reactor, self.options["max-body"],
+                        self.options["header-timeout"], self.options["idle-timeout"],
+                        max_segment_body=self.options["max-segment-body"])
 
     def site(self) -> Site:
         """The HTTP site: header deadline, idle timeout between requests, body
@@ -213,7 +321,8 @@ class Node:
                           reactor=self.reactor, parsePOSTFormSubmission=False)
         site.protocol = deadline_protocol(self.options["header-timeout"])
         site.access_log = bool(self.options["access-log"])
-        site.requestFactory = limited_request_factory(self.options["max-body"])
+        site.requestFactory = limited_request_factory(self.options["max-body"],
+                                                      self.options["max-segment-body"])
         site.displayTracebacks = False
         site.noisy = False
         return site
@@ -224,12 +333,20 @@ class Node:
             self.cache.setServiceParent(self.services)
         if self.cluster is not None:
             self.cluster.registry.setServiceParent(self.services)
+        if isinstance(self.bloom, service.Service):
+            self.bloom.setServiceParent(self.services)
+        if isinstance(self.segments, service.Service):
+            self.segments.setServiceParent(self.services)
         FeedService(self.feed, self.engine).setServiceParent(self.services)
-        strports.service(options["port"], self.site(), reactor=reactor).setServiceParent(
+        strports.service(options["port"], self.http_factory(), reactor=reactor).setServiceParent(
             self.services)
         timer(options["ping-interval"], self.engine.ping, reactor).setServiceParent(self.services)
+        # streamed sessions do not poll: count them online, keep their registry entries
+        timer(min(10.0, options["online-period"] / 2), self.api.touch_streams,
+              reactor).setServiceParent(self.services)
         timer(min(10.0, options["online-period"]), self.refresh_cluster_figures,
               reactor).setServiceParent(self.services)
+        timer(1.0, self.presence.tick, reactor).setServiceParent(self.services)
         if options["demo"]:
             from pushengine.demo import DemoProducer
             producer = DemoProducer(reactor, self.feed)

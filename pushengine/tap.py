@@ -38,6 +38,11 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("max-queue", 1000, "Events queued per session before it gets a reset.", int),
     ("max-body", MIB, "Largest request body in bytes (HTTP 413 above).", int),
     ("max-batch", 100, "Calls in one JSON-RPC batch.", int),
+    ("max-segment-body", 1 << 30, "Largest segment upload (POST /api/segments/NAME) in "
+     "bytes.", int),
+    ("segment-min", 100, "Valid unique entries a segment upload needs at least.", int),
+    ("http", "fast", "The HTTP front: fast (a lean parser answers JSON-RPC and publish, "
+     "twisted.web the rest) or twisted (twisted.web for everything).", None),
     ("max-client-sessions", 100, "Sessions one client (address) may hold (0: no limit).", int),
     ("client-rate", 200.0, "JSON-RPC calls per second one client may make, bursts of twice "
      "that (0: no limit).", float),
@@ -52,11 +57,22 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("redis", None, "Redis URL of the session registry, redis://host:6379/0.", None),
     ("store-url", None, "HTTP backend that answers a view's initial state.", None),
     ("demo-rate", 3.0, "Changes per second of --demo.", float),
+    ("namespace", None, "Also answer every method as NAME.<method>, as the original "
+     "engine's clients call it (e.g. qik: qik.session.create).", None),
+    ("webhook-url", None, "POST every session event (created, authorized, destroyed, "
+     "expired) to this http(s) URL.", None),
+    ("webhook-secret", None, "Sign webhook bodies with HMAC-SHA256 under this secret "
+     "(X-Pushengine-Signature).", None),
+    ("webhook-queue", 10000, "Webhook events waiting at most; more are dropped and counted.",
+     int),
 ]
 FLAGS = [
-    ("demo", None, "Run a producer of fake streams inside the process."),
+    ("demo", None, "Run a producer of fake streams and users inside the process."),
     ("access-log", None, "Log every HTTP request (off by default: every poll is one)."),
 ]
+
+
+NAMESPACE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,49}(\.[A-Za-z_][A-Za-z0-9_]{0,49}){0,3}$")
 
 
 def env_name(option: str) -> str:
@@ -93,11 +109,16 @@ class Options(usage.Options):
                      "demo-rate", "header-timeout", "idle-timeout"):
             if not self[name] > 0 or not math.isfinite(self[name]):
                 raise usage.UsageError(f"--{name} must be a number greater than 0")
-        for name in ("max-subscriptions", "max-queue", "max-body", "max-batch"):
+        for name in ("max-subscriptions", "max-queue", "max-body", "max-batch",
+                     "max-segment-body"):
             if self[name] < 1:
                 raise usage.UsageError(f"--{name} must be at least 1")
+        if self["segment-min"] < 1:
+            raise usage.UsageError("--segment-min must be at least 1")
         if self["max-sessions"] < 0:
             raise usage.UsageError("--max-sessions must be 0 (no limit) or more")
+        if self["http"] not in ("fast", "twisted"):
+            raise usage.UsageError("--http must be fast or twisted")
         if self["max-client-sessions"] < 0:
             raise usage.UsageError("--max-client-sessions must be 0 (no limit) or more")
         if not (self["client-rate"] >= 0 and math.isfinite(self["client-rate"])):
@@ -113,6 +134,12 @@ class Options(usage.Options):
             raise usage.UsageError("--redis must be a redis:// URL")
         if self["store-url"] and not re.match(r"^https?://", self["store-url"]):
             raise usage.UsageError("--store-url must be an http(s):// URL")
+        if self["webhook-url"] and not re.match(r"^https?://", self["webhook-url"]):
+            raise usage.UsageError("--webhook-url must be an http(s):// URL")
+        if self["webhook-secret"] and not self["webhook-url"]:
+            raise usage.UsageError("--webhook-secret needs --webhook-url")
+        if self["webhook-queue"] < 1:
+            raise usage.UsageError("--webhook-queue must be at least 1")
         if self["memcache"]:
             for server in self["memcache"].split(","):
                 if not re.match(r"^[^:,\s]+:\d{1,5}$", server.strip()):
@@ -125,6 +152,9 @@ class Options(usage.Options):
             self["node-id"] = f"{socket.gethostname()}-{port[0] if port else '0'}"
         if not re.match(r"^[A-Za-z0-9_.:-]{1,100}$", self["node-id"]):
             raise usage.UsageError("--node-id may hold letters, digits and _ . : - only")
+        if self["namespace"] is not None and not NAMESPACE.match(self["namespace"]):
+            raise usage.UsageError("--namespace must be a name such as qik (letters, digits "
+                                   "and _, not starting with a digit; dots between parts)")
 
 
 def tune_gc() -> None:
@@ -142,6 +172,16 @@ def makeService(options: Options):
     from twisted.internet import reactor
 
     from pushengine.service import build_service
-    service = build_service(options, reactor)
+    try:
+        service = build_service(options, reactor)
+    except usage.UsageError as e:
+        # found while building (a bad views file, a name clash): one line on
+        # stderr and exit status 1, as twistd's own usage errors, not a traceback
+        raise SystemExit(f"twistd pushengine: {one_line(str(e))}") from None
     tune_gc()
     return service
+
+
+def one_line(text: str) -> str:
+    """A message on one line, whatever it quotes."""
+    return " ".join(text.split())

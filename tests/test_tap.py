@@ -28,6 +28,9 @@ DEFAULTS = {
     "max-queue": 1000,
     "max-body": 1048576,
     "max-batch": 100,
+    "max-segment-body": 1 << 30,
+    "segment-min": 100,
+    "http": "fast",
     "max-client-sessions": 100,
     "client-rate": 200.0,
     "trusted-proxies": [],
@@ -40,6 +43,10 @@ DEFAULTS = {
     "store-url": None,
     "demo-rate": 3.0,
     "demo": 0,
+    "namespace": None,
+    "webhook-url": None,
+    "webhook-secret": None,
+    "webhook-queue": 10000,
 }
 
 
@@ -145,7 +152,9 @@ def test_environment_names() -> None:
 
 @pytest.mark.parametrize("name", [n for n, _, _, parse in PARAMETERS if parse is None
                                   and n not in ("views", "seed", "api-keys", "amqp", "redis",
-                                                "store-url", "memcache", "trusted-proxies")])
+                                                "store-url", "memcache", "trusted-proxies",
+                                                "namespace", "http", "webhook-url",
+                                                "webhook-secret")])
 def test_every_string_option_reads_its_variable(name: str) -> None:
     value = "tcp:1234" if name == "port" else "value-1"
     assert parse(environ={env_name(name): value})[name] == value
@@ -291,3 +300,28 @@ def test_trusted_proxies_are_networks() -> None:
 def test_bad_client_limits_are_usage_errors(argv, error) -> None:
     with pytest.raises(usage.UsageError, match=error):
         parse(*argv)
+
+
+def test_http_front_choice() -> None:
+    assert parse("--http", "twisted")["http"] == "twisted"
+    assert parse(environ={"PUSHENGINE_HTTP": "twisted"})["http"] == "twisted"
+    with pytest.raises(usage.UsageError, match="--http"):
+        parse("--http", "nginx")
+
+
+def test_webhook_options() -> None:
+    options = parse("--webhook-url", "https://backend.example/hooks", "--webhook-secret", "s",
+                    "--webhook-queue", "50")
+    assert (options["webhook-url"], options["webhook-secret"], options["webhook-queue"]) == \
+        ("https://backend.example/hooks", "s", 50)
+    for argv, message in [(("--webhook-url", "ftp://x/"), "http"),
+                          (("--webhook-secret", "s"), "needs --webhook-url"),
+                          (("--webhook-url", "http://x/", "--webhook-queue", "0"), "at least 1")]:
+        with pytest.raises(usage.UsageError, match=message):
+            parse(*argv)
+
+
+def test_webhook_options_read_their_variables() -> None:
+    options = parse(environ={"PUSHENGINE_WEBHOOK_URL": "http://b/h",
+                             "PUSHENGINE_WEBHOOK_SECRET": "value-1"})
+    assert (options["webhook-url"], options["webhook-secret"]) == ("http://b/h", "value-1")

@@ -28,6 +28,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine import strictjson
+from pushengine.changes import DELETE
 from pushengine.memcache.tagged import TaggedCache
 
 log = Logger()
@@ -88,7 +89,10 @@ class HttpStore:
         ttl: int = 5,
         timeout: float = 30.0,
         lock_wait: float = 10.0,
+        keep: set[str] | frozenset[str] = frozenset(),
     ) -> None:
+        """``keep``: types whose objects are kept here from the feed and read
+        by id (``get``), e.g. the User profiles; views still ask the backend."""
         if clock is None:
             from twisted.internet import reactor as clock  # the running reactor
         self.treq = treq_client
@@ -103,6 +107,8 @@ class HttpStore:
         )
         self._pending: dict[str, list[Deferred]] = {}
         self.requests = 0  # backend requests sent (tests, metrics)
+        self.keep = frozenset(keep)
+        self.objects: dict[str, dict[Any, dict]] = {}
 
     def _url(self, query: str) -> str:
         return f"{self.url}{'&' if '?' in self.url else '?'}{query}"
@@ -167,5 +173,19 @@ class HttpStore:
         return self.tagged.invalidate(f"view:{view_name}")
 
     def apply_changes(self, changes: Sequence[Any]) -> None:
-        """The backend sees changes itself; nothing to do here."""
+        """The backend sees changes itself; only the objects of the kept
+        types are kept here."""
+        if not self.keep:
+            return
+        for c in changes:
+            if c.type in self.keep:
+                by_id = self.objects.setdefault(c.type, {})
+                if c.action == DELETE:
+                    by_id.pop(c.id, None)
+                else:
+                    by_id[c.id] = c.obj
+
+    def get(self, type_: str, id_: Any) -> dict | None:
+        """A kept object by type and id, or None."""
+        return self.objects.get(type_, {}).get(id_)
 

@@ -1,9 +1,11 @@
 """The in-process object store: every object seen on the feed, by type and id.
 
 It answers a new view's initial state without holding the reactor for long
-(SPEC section 12): from an index where the view has one (an equality index
-per declared field, so ``subscribe_user(user_id=X)`` looks at X's objects
-only, and a grid of one-degree cells for ``near``), otherwise by scanning a
+(SPEC section 12): from an index where the view has one (the views'
+operators say which, views/operators: an equality index per declared field,
+so ``subscribe_user(user_id=X)`` looks at X's objects only, a grid of
+one-degree cells for ``near``, a MinHash LSH of a text field for
+``similar``), otherwise by scanning a
 snapshot of the type's objects in slices of a few milliseconds, one slice per
 reactor turn, shared round-robin between every scan in progress. A small
 candidate set (or a store without a clock) is answered at once.
@@ -26,11 +28,12 @@ from twisted.internet.interfaces import IReactorTime
 
 from pushengine.changes import (
     UPSERT, Change, MalformedChange, changes_from_json, decode_json)
-from pushengine.stores.geogrid import GeoGrid, number as is_number
 from pushengine.stores.scan import MAX_CHUNK, MIN_CHUNK, Scan, first
-from pushengine.views.conditions import Ref
+from pushengine.views.operators import StoreIndex
+from pushengine.views.operators.eq import FieldIndex
+from pushengine.views.operators.near import GeoIndex
 from pushengine.views.spec import BoundView
-from pushengine.views.values import index_key, sort_key
+from pushengine.views.values import sort_key
 
 SMALL = 2_000            # candidates answered at once
 ANSWER_MAX = 500         # an answer holds the first this many matches (or limit)
@@ -53,10 +56,10 @@ class MemoryStore:
         self.slice_objects = slice_objects
         self.slice_delay = slice_delay
         self.now: Callable[[], float] = time.perf_counter
-        # (type, field) -> index_key(value) -> id -> object
-        self.indexes: dict[tuple[str, str], dict[Any, dict[Any, dict]]] = {}
-        self._indexed: dict[str, list[str]] = {}
-        self.grids: dict[str, GeoGrid] = {}
+        # type -> index key -> the index: every index an operator asked for
+        # (views/operators: a field's values for eq/in, a grid for near, an
+        # LSH for similar), kept up to date with every change
+        self.type_indexes: dict[str, dict[Any, StoreIndex]] = {}
         self._scans: deque[Scan] = deque()
         self._scanning: dict[str, set[Scan]] = {}
         # type -> id(bucket) -> (bucket, its objects): copies taken for scans
@@ -68,71 +71,75 @@ class MemoryStore:
         self.max_turn = 0
 
     # -- indexes ---------------------------------------------------------------
+    def add_index(self, type_: str, key: Any, make: Callable[[], StoreIndex]) -> StoreIndex:
+        """Keep the index ``make()`` over ``type_`` objects under ``key``
+        (filled from the objects stored so far), unless there is one."""
+        indexes = self.type_indexes.setdefault(type_, {})
+        index = indexes.get(key)
+        if index is None:
+            index = indexes[key] = make()
+            objects = self.objects.get(type_)
+            if objects:
+                index.move_many([(id_, None, obj) for id_, obj in objects.items()])
+        return index
+
     def index_fields(self, type_: str, fields: Iterable[str]) -> None:
         """Keep an equality index on ``fields`` of ``type_`` objects."""
         for field in fields:
-            if (type_, field) in self.indexes:
-                continue
-            index: dict[Any, dict[Any, dict]] = {}
-            for id_, obj in self.objects.get(type_, {}).items():
-                index.setdefault(index_key(obj.get(field)), {})[id_] = obj
-            self.indexes[(type_, field)] = index
-            self._indexed.setdefault(type_, []).append(field)
+            self.add_index(type_, ("field", field), lambda field=field: FieldIndex(field))
 
     def index_geo(self, type_: str) -> None:
         """Keep a grid of ``type_`` objects by their ``lat``/``lon``."""
-        if type_ not in self.grids:
-            grid = self.grids[type_] = GeoGrid()
-            for id_, obj in self.objects.get(type_, {}).items():
-                grid.move(id_, None, obj)
+        self.add_index(type_, "geo", GeoIndex)
 
     def index_views(self, specs: Iterable[Any]) -> None:
-        """The indexes the views use: every equality (``eq``/``in``) on a
-        subscribe parameter, and the grid for ``near``."""
+        """The indexes the views' operators ask for: the values of every
+        field an equality (``eq``/``in``) takes a parameter for, the grid
+        for ``near``, the LSH of a ``similar`` field."""
         for spec in specs:
             for c in spec.conditions:
-                if c.kind in ("eq", "in") and c.field and isinstance(c.operand, Ref):
-                    self.index_fields(spec.type, [c.field])
-                elif c.kind == "near":
-                    self.index_geo(spec.type)
+                if c.op.wants_store_index(c):
+                    key, make = c.op.store_index(c)
+                    self.add_index(spec.type, key, make)
+
+    @property
+    def indexes(self) -> dict[tuple[str, str], dict[Any, dict[Any, dict]]]:
+        """(type, field) -> value key -> id -> object: the equality indexes."""
+        return {(t, key[1]): index.buckets for t, found in self.type_indexes.items()
+                for key, index in found.items() if isinstance(index, FieldIndex)}
+
+    @property
+    def grids(self) -> dict[str, GeoIndex]:
+        """type -> the grid of its objects (``near``)."""
+        return {t: found["geo"] for t, found in self.type_indexes.items() if "geo" in found}
 
     # -- changes ---------------------------------------------------------------
     def apply_changes(self, changes: Sequence[Change]) -> None:
+        # the moves of indexed types, handed to their indexes at the end (in
+        # order), so that an index may work on a batch at once
+        moves: dict[str, list[tuple[Any, dict | None, dict | None]]] = {}
+        type_indexes = self.type_indexes
         for c in changes:
             type_ = c.type
             by_id = self.objects.setdefault(type_, {})
-            fields = self._indexed.get(type_)
-            grid = self.grids.get(type_)
-            old = by_id.get(c.id) if fields or grid else None
+            indexed = type_ in type_indexes
+            old = by_id.get(c.id) if indexed else None
             if c.action == UPSERT:
                 by_id[c.id] = new = c.obj
             else:
                 by_id.pop(c.id, None)
                 new = None
-            if fields:
-                for field in fields:
-                    self._reindex(self.indexes[(type_, field)], field, c.id, old, new)
-            if grid is not None:
-                grid.move(c.id, old, new)
+            if indexed:
+                moves.setdefault(type_, []).append((c.id, old, new))
             if type_ in self._snapshots:
                 del self._snapshots[type_]
             scans = self._scanning.get(type_)
             if scans:
                 for scan in scans:
                     scan.changed.add(c.id)
-
-    @staticmethod
-    def _reindex(index: dict, field: str, id_: Any, old: dict | None, new: dict | None) -> None:
-        was = index_key(old.get(field)) if old is not None else None
-        now = index_key(new.get(field)) if new is not None else None
-        if was is not None and was != now:
-            bucket = index.get(was)
-            if bucket is not None:
-                bucket.pop(id_, None)
-                if not bucket:
-                    del index[was]
-        if now is not None:
-            index.setdefault(now, {})[id_] = new
+        for type_, found in moves.items():
+            for index in type_indexes[type_].values():
+                index.move_many(found)
 
     # -- answers ---------------------------------------------------------------
     def query(self, view: Any, params: dict[str, Any], limit: int) -> Deferred:
@@ -140,12 +147,14 @@ class MemoryStore:
         order (the first ``answer_max`` of them, or ``limit`` if more): at
         once from a small candidate set, else after slices."""
         values = dict(params)
-        match = BoundView(view, values, limit).predicate()
+        bound = BoundView(view, values, limit)
+        match = bound.predicate()
         by_id = self.objects.get(view.type)
         if not by_id:
             return succeed([])
         id_field = getattr(view, "id_field", None) or self.id_fields.get(view.type, "id")
-        key = _key_function(view.order_field, id_field)
+        key = _key_function(view.order_field, id_field,
+                            bound.computed().get(view.order_field))
         keep = self.promised(view, limit)
         sources = self._candidates(view, values)
         size = len(by_id) if sources is None else sum(len(b) for b in sources)
@@ -183,18 +192,15 @@ class MemoryStore:
         """The buckets of the index that narrows ``view`` most, or None."""
         best: list[dict] | None = None
         best_size = 0
+        indexes = self.type_indexes.get(view.type)
+        if not indexes:
+            return None
         for c in view.conditions:
             found = None
-            if c.kind in ("eq", "in") and (view.type, c.field) in self.indexes:
-                index = self.indexes[(view.type, c.field)]
-                operand = _resolve(c.operand, values)
-                keys = {index_key(operand)} if c.kind == "eq" else \
-                    {index_key(v) for v in operand}
-                found = [index[k] for k in keys if k in index]
-            elif c.kind == "near" and view.type in self.grids:
-                lat, lon, km = (_resolve(c.operand[k], values) for k in ("lat", "lon", "km"))
-                if all(is_number(v) for v in (lat, lon, km)):
-                    found = self.grids[view.type].buckets(lat, lon, km)
+            wanted = c.op.store_index(c)
+            index = indexes.get(wanted[0]) if wanted is not None else None
+            if index is not None:
+                found = index.candidates(c, values)
             if found is not None:
                 size = sum(len(b) for b in found)
                 if best is None or size < best_size:
@@ -291,13 +297,17 @@ class MemoryStore:
         return count
 
 
-def _resolve(operand: Any, values: dict[str, Any]) -> Any:
-    return values[operand.name] if isinstance(operand, Ref) else operand
-
-
-def _key_function(order_field: str, id_field: str) -> Callable[[dict], tuple]:
+def _key_function(order_field: str, id_field: str,
+                  computed: Callable[[dict], Any] | None = None) -> Callable[[dict], tuple]:
     """The view's sort key of an object (as ``Query`` orders; the caller
-    reverses for a descending view)."""
+    reverses for a descending view). ``computed``: the function giving the
+    order field's value when the view computes it (``_similarity``)."""
+    if computed is not None:
+        def computed_key(obj: dict) -> tuple:
+            id_ = obj.get(id_field)
+            return sort_key(computed(obj)), sort_key(id_), id_
+        return computed_key
+
     def key(obj: dict) -> tuple:
         id_ = obj.get(id_field)
         return sort_key(obj.get(order_field)), sort_key(id_), id_

@@ -8,6 +8,7 @@ O(log n) per change and window.
 """
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Iterable
 
 from sortedcontainers import SortedList
@@ -22,6 +23,9 @@ class Query:
         self.bound = bound
         self.key = bound.query_key
         self.match = bound.predicate()
+        # adds the fields the view computes (``_similarity``) to what it shows
+        self.decorate = bound.decorator()
+        self.id_field = bound.spec.id_field
         self.order_field = bound.spec.order_field
         self.descending = bound.spec.descending
         self.objects: dict[Any, dict] = {}
@@ -38,6 +42,8 @@ class Query:
         # called so that the registry reads the query again.
         self.boundary: Any = None
         self.on_short: Any = None
+        # once_per_user views: who may enter (pushengine.views.once.Gate)
+        self.gate: Any = None
 
     # -- order -------------------------------------------------------------
     def _key(self, id_: Any, obj: dict) -> Any:
@@ -72,11 +78,11 @@ class Query:
         """Fill from the store; no events (nobody has seen a state yet). The
         first copy of an id wins; the keys go into the sorted set at once (an
         answer in view order costs one pass, not a search per object)."""
-        match, have = self.match, self.objects
+        match, have, decorate = self.match, self.objects, self.decorate
         fresh: dict[Any, dict] = {}
         for id_, obj in objects:
             if id_ not in have and id_ not in fresh and match(obj):
-                fresh[id_] = obj
+                fresh[id_] = obj if decorate is None else decorate(obj)
         if not fresh:
             return
         key = self._key
@@ -98,14 +104,35 @@ class Query:
     # -- changes -----------------------------------------------------------
     def upsert(self, id_: Any, obj: dict) -> None:
         old = self.objects.get(id_)
-        if old is not None and old == obj:
-            return
-        matches = self.match(obj)
-        if old is None and not matches:
-            return
+        if self.decorate is None:
+            if old is not None and old == obj:
+                return
+            matches = self.match(obj)
+        else:
+            matches = self.match(obj)
+            if matches:
+                obj = self.decorate(obj)
+                if old is not None and old == obj:
+                    return
+        if old is None:
+            if self.gate is not None:
+                if not self.gate.enters(self, id_, obj if matches else None):
+                    return
+            elif not matches:
+                return
         self._upsert(id_, obj, old, matches)
+        if self.gate is not None and old is not None and not matches:
+            self.gate.left(id_)
         if self.boundary is not None and old is not None:
             self._check_short()
+
+    def admit_late(self, id_: Any, obj: dict) -> bool:
+        """A once-per-user gate let ``id_`` in after the change that brought
+        it (its filter answered later): enter now if it still matches."""
+        if id_ in self.objects or not self.match(obj):
+            return False
+        self._upsert(id_, obj if self.decorate is None else self.decorate(obj), None, True)
+        return True
 
     def _upsert(self, id_: Any, obj: dict, old: dict | None, matches: bool) -> None:
         old_pos = None
@@ -138,15 +165,25 @@ class Query:
 
     def mark_partial(self, last_id: Any, last: dict) -> None:
         """The store's answer ended with ``last`` and may have had more."""
-        self.boundary = self._key(last_id, last)
+        self.boundary = self._key(last_id, last if self.decorate is None else self.decorate(last))
+
+    def short_of(self, limit: int) -> bool:
+        """Whether a window of ``limit`` needs more than the partial answer
+        is sure of."""
+        return self.boundary is not None and self.sorted.bisect_right(self.boundary) < limit
+
+    def read_size(self, limit: int | None = None) -> int:
+        """How many objects to ask the store for when (re-)reading."""
+        return max([limit or self.bound.limit, *self.windows])
 
     def _check_short(self) -> None:
-        if self.on_short is not None and self.windows \
-                and self.sorted.bisect_right(self.boundary) < max(self.windows):
+        if self.on_short is not None and self.windows and self.short_of(max(self.windows)):
             self.on_short(self)
 
     def delete(self, id_: Any) -> None:
         old = self.objects.pop(id_, None)
+        if self.gate is not None:
+            self.gate.left(id_)
         if old is None:
             return
         try:
@@ -165,3 +202,96 @@ class Query:
                 w.deleted(old)
                 if size >= limit:
                     w.inserted(self._at(limit - 1))
+
+
+class DistinctQuery(Query):
+    """A query whose windows hide near-duplicates (the ``distinct`` option,
+    views/distinct.py). A window is the first ``limit`` objects the greedy
+    pass shows, so one change may hide or show objects anywhere below it:
+    each change recomputes the largest window and tells every window the
+    difference from what it last told (deletes, then updates, then inserts,
+    so that a client's copy never holds more than ``limit``)."""
+
+    def __init__(self, bound: BoundView) -> None:
+        super().__init__(bound)
+        self.distinct = bound.spec.distinct
+        self.told: dict[int, list[dict]] = {}   # per window: the state it last told
+
+    def _ordered(self) -> Iterable[dict]:
+        objects, id_ = self.objects, self._id
+        return (objects[id_(k)] for k in self.sorted)
+
+    def top(self, limit: int) -> list[dict]:
+        return self.distinct.first(self._ordered(), limit)[0]
+
+    def window(self, limit: int, key: str) -> Window:
+        if limit not in self.windows:
+            self.told[limit] = self.top(limit)
+        return super().window(limit, key)
+
+    def drop_window(self, limit: int) -> None:
+        super().drop_window(limit)
+        self.told.pop(limit, None)
+
+    def short_of(self, limit: int) -> bool:
+        if self.boundary is None:
+            return False
+        known = islice(self._ordered(), self.sorted.bisect_right(self.boundary))
+        return len(self.distinct.first(known, limit)[0]) < limit
+
+    def read_size(self, limit: int | None = None) -> int:
+        """At least as many objects as are known to be needed; twice as
+        many when those were not enough."""
+        base = super().read_size(limit)
+        known = len(self.sorted) if self.boundary is None \
+            else self.sorted.bisect_right(self.boundary)
+        return max(base, 2 * known if self.short_of(base) else known)
+
+    def _upsert(self, id_: Any, obj: dict, old: dict | None, matches: bool) -> None:
+        if old is not None:
+            self.sorted.remove(self.keys.pop(id_))
+            del self.objects[id_]
+        if matches:
+            key = self._key(id_, obj)
+            self.objects[id_] = obj
+            self.keys[id_] = key
+            self.sorted.add(key)
+        self._tell()
+
+    def _delete(self, id_: Any, old: dict) -> None:
+        self.sorted.remove(self.keys.pop(id_))
+        self._tell()
+
+    def replace(self, objects: Iterable[tuple[Any, dict]]) -> list[Window]:
+        changed = super().replace(objects)
+        for limit in self.windows:
+            self.told[limit] = self.top(limit)
+        return changed
+
+    def _tell(self) -> None:
+        if not self.windows:
+            return
+        state = self.top(max(self.windows))
+        id_field = self.id_field
+        for limit, w in self.windows.items():
+            now = state[:limit]
+            before = self.told.get(limit, [])
+            if before == now:
+                continue
+            was = {o.get(id_field): o for o in before}
+            is_ = {o.get(id_field): o for o in now}
+            for i, o in was.items():
+                if i not in is_:
+                    w.deleted(o)
+            for i, o in is_.items():
+                if i in was and was[i] != o:
+                    w.updated(o, was[i])
+            for i, o in is_.items():
+                if i not in was:
+                    w.inserted(o)
+            self.told[limit] = now
+
+
+def make_query(bound: BoundView) -> Query:
+    """The query a bound view needs."""
+    return DistinctQuery(bound) if bound.spec.distinct is not None else Query(bound)

@@ -14,7 +14,7 @@ from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succe
 from twisted.logger import Logger
 
 from pushengine.changes import UPSERT, Change
-from pushengine.views.query import Query
+from pushengine.views.query import Query, make_query
 from pushengine.views.spec import ALL, BoundView, Catalog, IndexRule
 from pushengine.views.window import Window
 
@@ -44,7 +44,7 @@ class SpecIndex:
                     del self.buckets[k]
 
     def lookup(self, obj: dict) -> Iterable[Query]:
-        if self.rule is None:
+        if self.rule is None or not self.every:
             return self.every
         keys = self.rule.object_keys(obj)
         if keys is ALL:
@@ -74,6 +74,10 @@ class ViewRegistry:
         self.indexes = {name: SpecIndex(spec.index) for name, spec in catalog.views.items()}
         self.holders: dict[tuple[str, Any], set[Query]] = {}
         self._loading: dict[str, Deferred] = {}
+        # once_per_user views: the users' seen filters (pushengine.views.once);
+        # the node sets one on its Bloom backend, else an in-process one is made
+        self.seen: Any = None
+        self.awaiting: dict[tuple[str, Any], set[Query]] = {}  # gates asking about an object
 
     # -- lifecycle of queries and windows -----------------------------------
     def open(self, bound: BoundView) -> Deferred:
@@ -81,8 +85,7 @@ class ViewRegistry:
         if it is new. Concurrent first subscriptions share one store query."""
         query = self.queries.get(bound.query_key)
         if query is not None and bound.query_key not in self._loading:
-            if query.boundary is not None and \
-                    query.sorted.bisect_right(query.boundary) < bound.limit:
+            if query.short_of(bound.limit):
                 return self._widen(query, bound)
             return succeed(query.window(bound.limit, bound.key))
         pending = self._loading.get(bound.query_key)
@@ -91,7 +94,10 @@ class ViewRegistry:
         done: Deferred = Deferred()
 
         def loaded(query: Query) -> Query:
-            done.callback(query.window(bound.limit, bound.key))
+            if query.short_of(bound.limit):     # a distinct view hid too many
+                self._widen(query, bound).addCallbacks(done.callback, done.errback)
+            else:
+                done.callback(query.window(bound.limit, bound.key))
             return query
 
         def failed(f):
@@ -103,19 +109,23 @@ class ViewRegistry:
     def _widen(self, query: Query, bound: BoundView) -> Deferred:
         """A window larger than what a partial query is sure of: read the
         query again, as large as the new window, before answering."""
-        size = max([bound.limit, *query.windows])
-        d = maybeDeferred(self.store.query, bound.spec, bound.values, size)
+        size = query.read_size(bound.limit)
+        d = self._read(query, size)
 
         def read(objects: list) -> Any:
             if self.queries.get(query.key) is not query:
                 return self.open(bound)          # forgotten meanwhile: start afresh
             if self._replaced(objects, query, size):
                 self.on_reset()
+            if query.short_of(bound.limit) and query.read_size(bound.limit) > size:
+                return self._widen(query, bound)  # a distinct view: still short
             return query.window(bound.limit, bound.key)
         return d.addCallback(read)
 
     def _start_loading(self, bound: BoundView) -> Deferred:
-        query = Query(bound)
+        query = make_query(bound)
+        if bound.spec.once_per_user:
+            query.gate = self._gate(bound)
         self.queries[query.key] = query
         self.indexes[bound.spec.name].add(query, bound.index_keys())
         query.touched = set()
@@ -139,9 +149,46 @@ class ViewRegistry:
             log.failure("initial state of {key} failed", f, key=query.key)
             chain.errback(f)
 
-        d = maybeDeferred(self.store.query, bound.spec, bound.values, bound.limit)
+        d = self._read(query, bound.limit)
         d.addCallbacks(loaded, failed)
         return chain
+
+    def _read(self, query: Query, size: int) -> Deferred:
+        """The store's first ``size`` objects of ``query``, less those its
+        once-per-user gate keeps out."""
+        d = maybeDeferred(self.store.query, query.bound.spec, query.bound.values, size)
+        if query.gate is not None:
+            d.addCallback(query.gate.screen, query)
+        return d
+
+    def _gate(self, bound: BoundView) -> Any:
+        from pushengine.views.conditions import SESSION_USER
+        from pushengine.views.once import Gate, SeenFilter
+        if self.seen is None:
+            from pushengine.bloom.memory import MemoryBloom
+            self.seen = SeenFilter(MemoryBloom())
+        return Gate(self.seen, bound.spec.name, bound.values.get(SESSION_USER), self._late,
+                    self._wait)
+
+    def _wait(self, query: Query, id_: Any, waiting: bool) -> None:
+        """A gate awaits (or no longer awaits) the filter about ``id_``: its
+        changes reach the query meanwhile, even a delete."""
+        ident = (query.bound.spec.type, id_)
+        if waiting:
+            self.awaiting.setdefault(ident, set()).add(query)
+        else:
+            queries = self.awaiting.get(ident)
+            if queries is not None:
+                queries.discard(query)
+                if not queries:
+                    del self.awaiting[ident]
+
+    def _late(self, query: Query, id_: Any) -> None:
+        """An object entered ``query`` after its change (a gate answered later)."""
+        if self.queries.get(query.key) is not query:
+            return
+        self.holders.setdefault((query.bound.spec.type, id_), set()).add(query)
+        self.on_reset()
 
     def close(self, window: Window) -> None:
         """Called when a window lost its last subscriber."""
@@ -155,6 +202,10 @@ class ViewRegistry:
     def _forget(self, query: Query) -> None:
         if self.queries.get(query.key) is query:
             del self.queries[query.key]
+        if query.gate is not None:
+            for id_ in list(query.gate.pending):
+                self._wait(query, id_, False)
+            query.gate.close()
         self.indexes[query.bound.spec.name].remove(query, query.bound.index_keys())
         type_ = query.bound.spec.type
         for id_ in query.objects:
@@ -172,6 +223,8 @@ class ViewRegistry:
         ident = (change.type, change.id)
         holders = self.holders.get(ident)
         candidates = set(holders) if holders else set()
+        if self.awaiting:
+            candidates.update(self.awaiting.get(ident, ()))
         if change.action == UPSERT:
             for spec in specs:
                 candidates.update(self.indexes[spec.name].lookup(change.obj))
@@ -203,8 +256,8 @@ class ViewRegistry:
         for query in list(self.queries.values()):
             if query.key in self._loading:
                 continue
-            size = max([query.bound.limit, *query.windows])
-            d = maybeDeferred(self.store.query, query.bound.spec, query.bound.values, size)
+            size = query.read_size()
+            d = self._read(query, size)
             d.addCallback(self._replaced, query, size)
             work.append(d)
         return gatherResults(work, consumeErrors=True).addCallback(sum)
@@ -233,8 +286,8 @@ class ViewRegistry:
             self._refilling.discard(query.key)
             return
         self.refills += 1
-        size = max([query.bound.limit, *query.windows])
-        d = maybeDeferred(self.store.query, query.bound.spec, query.bound.values, size)
+        size = query.read_size()
+        d = self._read(query, size)
 
         def done(objects: list) -> None:
             self._refilling.discard(query.key)

@@ -15,14 +15,19 @@ from typing import Any, Iterable
 
 import yaml
 
-from pushengine.views import morphology
 from pushengine.views.conditions import (
-    SESSION_USER, Condition, ParamError, Predicate, Ref, ViewDefinitionError,
-    bind_all, check_param, is_private, parse_where)
-from pushengine.views.values import index_key
+    SESSION_USER, Condition, ParamError, Predicate, ViewDefinitionError,
+    bind_all, check_order, check_param, computed_fields, link_operators, parse_where, validate)
+from pushengine.views.distinct import parse_distinct
+from pushengine.views.operators.audience import SESSION_SEGMENTS, relevant_segments
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_METHOD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
+# a method name: two or more dotted parts (``stream.subscribe_live``,
+# ``qik.stream.subscribe_public_live``)
+_METHOD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+# the engine's own method families: a view's alias never takes one of these names
+RESERVED_PREFIXES = ("session.", "stats.")
+MAX_PUBLIC_FIELDS = 100
 ALL = None  # routing: an object that concerns every instance of a view
 
 
@@ -32,44 +37,35 @@ def _key_value(value: Any) -> str:
 
 @dataclass(frozen=True)
 class IndexRule:
-    """How instances of one view are found from an object: by the value of
-    one field (eq/in), by the words of a text (has_word) or by who may see it."""
+    """How instances of one view are found from an object: through one
+    condition's operator (the value of a field for eq/in, the words of a
+    text for has_word, the bands of a text for similar, who may see it for
+    visible_to)."""
 
-    kind: str
-    field: str | None
-    ref: Ref
+    condition: Condition
+
+    @property
+    def kind(self) -> str:
+        return self.condition.kind
+
+    @property
+    def field(self) -> str | None:
+        return self.condition.field
 
     def query_keys(self, values: dict[str, Any]) -> set:
-        value = values[self.ref.name]
-        if self.kind == "eq":
-            return {index_key(value)}
-        if self.kind == "in":
-            return {index_key(v) for v in value}
-        if self.kind == "has_word":
-            return set(morphology.word_forms(morphology.single_word(value) or value))
-        return {index_key(value)}  # visible_to: the user
+        return self.condition.op.query_keys(self.condition, values)
 
     def object_keys(self, obj: dict) -> set | None:
-        if self.kind in ("eq", "in"):
-            return {index_key(obj.get(self.field))}
-        if self.kind == "has_word":
-            text = obj.get(self.field)
-            return set(morphology.text_forms(text)) if isinstance(text, str) else set()
-        if not is_private(obj):
-            return ALL
-        keys = {index_key(obj.get("user_id"))}
-        allowed = obj.get("allowed_users")
-        if isinstance(allowed, list):
-            keys.update(index_key(u) for u in allowed)
-        return keys
+        return self.condition.op.object_keys(self.condition, obj)
 
 
 def _choose_index(conditions: list[Condition]) -> IndexRule | None:
-    for kind in ("eq", "in", "has_word", "visible_to"):
-        for c in conditions:
-            if c.kind == kind and isinstance(c.operand, Ref):
-                return IndexRule(kind, c.field, c.operand)
-    return None
+    """The routable condition of the lowest rank (eq, in, has_word, similar,
+    visible_to), the first written among equals."""
+    routable = [c for c in conditions if c.op.routable(c)]
+    if not routable:
+        return None
+    return IndexRule(min(routable, key=lambda c: c.op.route_rank))
 
 
 @dataclass
@@ -87,6 +83,10 @@ class ViewSpec:
     roles: dict[str, str] = field(default_factory=dict)
     needs_user: bool = False
     index: IndexRule | None = None
+    once_per_user: bool = False    # an object enters at most once per user (views/once.py)
+    distinct: Any = None           # near-duplicate suppression (views/distinct.py)
+    needs_segments: bool = False   # bound to $session.segments (audience, in_segment)
+    presence: bool = False         # join / leave events to its subscribers (presence.py)
 
     @property
     def value_params(self) -> list[str]:
@@ -100,7 +100,8 @@ class ViewSpec:
             raise ParamError(f"limit must be an integer from 1 to {self.limit_max}")
         return limit
 
-    def bind(self, params: Any, user: Any, limit: Any) -> "BoundView":
+    def bind(self, params: Any, user: Any, limit: Any,
+             segments: Any = None) -> "BoundView":
         """Validate a client's parameters; ParamError says what is wrong."""
         if params is None:
             params = {}
@@ -114,9 +115,12 @@ class ViewSpec:
         if missing:
             raise ParamError(f"view {self.name} needs parameter {missing[0]!r}")
         values = {p: check_param(p, self.roles[p], params[p]) for p in self.value_params}
+        validate(self.conditions, values)
         limit = self.check_limit(limit)
         if self.needs_user:
             values[SESSION_USER] = user
+        if self.needs_segments:
+            values[SESSION_SEGMENTS] = relevant_segments(self.conditions, segments)
         return BoundView(self, values, limit)
 
 
@@ -147,30 +151,111 @@ class BoundView:
         rule = self.spec.index
         return None if rule is None else rule.query_keys(self.values)
 
+    def computed(self) -> dict:
+        """The fields the view's conditions compute (``_similarity``)."""
+        return computed_fields(self.spec.conditions, self.values)
+
+    def order_value(self):
+        """The function giving an object's value of the view's order field
+        (a computed field such as ``_similarity`` included)."""
+        field = self.spec.order_field
+        found = self.computed().get(field) if field.startswith("_") else None
+        return found if found is not None else (lambda obj: obj.get(field))
+
+    def decorator(self):
+        """None, or the function that adds the computed fields to an object
+        the view shows (``{..., "_similarity": 0.75}``)."""
+        computed = self.computed()
+        if not computed:
+            return None
+        items = list(computed.items())
+
+        def decorate(obj: dict) -> dict:
+            shown = dict(obj)
+            for name, value in items:
+                shown[name] = value(obj)
+            return shown
+        return decorate
+
     @property
     def params(self) -> dict[str, Any]:
         """The client-supplied parameters (without the session user)."""
-        return {k: v for k, v in self.values.items() if k != SESSION_USER}
+        return {k: v for k, v in self.values.items()
+                if k not in (SESSION_USER, SESSION_SEGMENTS)}
 
 
 class Catalog:
     """Every declared view, by name, alias method and object type."""
 
-    def __init__(self, specs: Iterable[ViewSpec], id_fields: dict[str, str]) -> None:
+    def __init__(self, specs: Iterable[ViewSpec], id_fields: dict[str, str],
+                 public: dict[str, list[str]] | None = None) -> None:
+        """``public``: per type, the fields a sessionless profile method may
+        answer (``types: {User: {public: [id, name, avatar]}}``)."""
         self.views: dict[str, ViewSpec] = {}
         self.methods: dict[str, ViewSpec] = {}
         self.by_type: dict[str, list[ViewSpec]] = {}
         self.id_fields = dict(id_fields)
+        self.public_fields: dict[str, list[str]] = dict(public or {})
         for spec in specs:
             self.views[spec.name] = spec
             if spec.method:
                 if spec.method in self.methods:
-                    raise ViewDefinitionError(f"method {spec.method} declared twice")
+                    raise ViewDefinitionError(
+                        f"{spec.name}: method {spec.method} is already the alias of "
+                        f"{self.methods[spec.method].name}")
                 self.methods[spec.method] = spec
             self.by_type.setdefault(spec.type, []).append(spec)
         # the types a node keeps: those views show and those the file declares;
         # a change of any other type is counted and dropped
         self.types = set(self.by_type) | set(self.id_fields)
+
+
+def _types(types: dict) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The id field of every declared type, and the public fields of those
+    that declare them."""
+    id_fields: dict[str, str] = {}
+    public: dict[str, list[str]] = {}
+    for name, t in types.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ViewDefinitionError(f"types: bad type name {str(name)[:100]!r}")
+        if t is None:
+            t = {}
+        if not isinstance(t, dict):
+            raise ViewDefinitionError(f"types: {name}: must be a mapping such as "
+                                      f"{{id: id, public: [id, name]}}")
+        unknown = sorted(str(k) for k in t if k not in ("id", "public"))
+        if unknown:
+            raise ViewDefinitionError(f"types: {name}: unknown key {unknown[0][:100]!r} "
+                                      f"(a type declares id and public)")
+        id_field = t.get("id", "id")
+        if not isinstance(id_field, str) or not id_field:
+            raise ViewDefinitionError(f"types: {name}: 'id' must be a field name")
+        id_fields[name] = id_field
+        if "public" in t:
+            fields = t["public"]
+            if not isinstance(fields, list) or not fields \
+                    or not all(isinstance(f, str) and f for f in fields) \
+                    or len(set(fields)) != len(fields) or len(fields) > MAX_PUBLIC_FIELDS:
+                raise ViewDefinitionError(
+                    f"types: {name}: 'public' must be a list of distinct field names "
+                    f"(1 to {MAX_PUBLIC_FIELDS})")
+            public[name] = list(fields)
+    return id_fields, public
+
+
+def _once_per_user(value: Any, view: str, needs_user: bool) -> bool:
+    if not isinstance(value, bool):
+        raise ViewDefinitionError(f"{view}: 'once_per_user' must be true or false")
+    if value and not needs_user:
+        raise ViewDefinitionError(f"{view}: 'once_per_user' needs a view bound to "
+                                  f"$session.user (e.g. visible_to: $session.user)")
+    return value
+
+
+def _presence(value: Any, view: str) -> bool:
+    if not isinstance(value, bool):
+        raise ViewDefinitionError(f"{view}: 'presence' must be true or false")
+    return value
 
 
 def _order(value: Any, view: str) -> tuple[str, bool]:
@@ -198,9 +283,7 @@ def parse_catalog(data: Any) -> Catalog:
     types = data.get("types") or {}
     if not isinstance(types, dict):
         raise ViewDefinitionError("'types' must be a mapping")
-    id_fields = {}
-    for name, t in types.items():
-        id_fields[name] = (t or {}).get("id", "id") if isinstance(t, (dict, type(None))) else "id"
+    id_fields, public = _types(types)
     specs = []
     for name, v in data["views"].items():
         if not isinstance(name, str) or not _NAME.match(name):
@@ -211,20 +294,31 @@ def parse_catalog(data: Any) -> Catalog:
         if not isinstance(type_, str) or not type_:
             raise ViewDefinitionError(f"{name}: 'type' is required")
         method = v.get("method")
-        if method is not None and (not isinstance(method, str) or not _METHOD.match(method)
-                                   or method.startswith(("session.", "stats."))):
-            raise ViewDefinitionError(f"{name}: bad method name {method!r}")
+        if method is not None and (not isinstance(method, str) or not _METHOD.match(method)):
+            raise ViewDefinitionError(
+                f"{name}: bad method name {str(method)[:100]!r} (dotted names such as "
+                f"stream.subscribe_live or qik.stream.subscribe_live)")
+        if method is not None and method.startswith(RESERVED_PREFIXES):
+            raise ViewDefinitionError(
+                f"{name}: bad method name {method!r}: {method.partition('.')[0]}.* names "
+                f"are the engine's own")
         params = v.get("params") or []
         if not isinstance(params, list) or not all(isinstance(p, str) for p in params) \
                 or len(set(params)) != len(params):
             raise ViewDefinitionError(f"{name}: 'params' must be a list of distinct names")
         conditions = parse_where(v.get("where"), name)
         roles: dict[str, str] = {}
-        needs_user = False
+        needs_user = needs_segments = False
         for c in conditions:
             for ref, role in c.refs():
                 if ref.name == SESSION_USER:
                     needs_user = True
+                    continue
+                if ref.name == SESSION_SEGMENTS:
+                    if not getattr(c.op, "takes_session_segments", False):
+                        raise ViewDefinitionError(
+                            f"{name}: $session.segments used with {c.kind}")
+                    needs_segments = True
                     continue
                 if ref.name not in params:
                     raise ViewDefinitionError(f"{name}: ${ref.name} is not in 'params'")
@@ -234,13 +328,19 @@ def parse_catalog(data: Any) -> Catalog:
         if unused or SESSION_USER in params:
             raise ViewDefinitionError(f"{name}: parameter {(unused or [SESSION_USER])[0]!r} is not used")
         order_field, descending = _order(v.get("order", "id"), name)
+        check_order(order_field, conditions, name)
         default, max_ = _limits(v.get("limit", {"default": 10, "max": 50}), name)
         specs.append(ViewSpec(
             name=name, type=type_, method=method, params=params, conditions=conditions,
             order_field=order_field, descending=descending, limit_default=default,
             limit_max=max_, id_field=id_fields.get(type_, "id"), roles=roles,
-            needs_user=needs_user, index=_choose_index(conditions)))
-    return Catalog(specs, id_fields)
+            needs_user=needs_user, index=_choose_index(conditions),
+            needs_segments=needs_segments,
+            once_per_user=_once_per_user(v.get("once_per_user", False), name, needs_user),
+            distinct=parse_distinct(v.get("distinct"), name),
+            presence=_presence(v.get("presence", False), name)))
+    link_operators(specs)
+    return Catalog(specs, id_fields, public)
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
@@ -248,9 +348,34 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     if path is None:
         text = resources.files("pushengine").joinpath("default_views.yaml").read_text("utf-8")
     else:
-        text = Path(path).read_text("utf-8")
+        try:
+            text = Path(path).read_text("utf-8")
+        except UnicodeDecodeError as e:
+            raise ViewDefinitionError(f"the views file is not UTF-8 text "
+                                      f"(byte {e.start})") from None
+        except OSError as e:
+            raise ViewDefinitionError(f"the views file cannot be read: "
+                                      f"{e.strerror or e}") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ViewDefinitionError(f"the views file is not valid YAML/JSON: {e}") from None
-    return parse_catalog(data)
+        raise ViewDefinitionError(f"the views file is not valid YAML/JSON: "
+                                  f"{_yaml_problem(e)}") from None
+    except RecursionError:
+        raise ViewDefinitionError("the views file is nested too deeply") from None
+    try:
+        return parse_catalog(data)
+    except ViewDefinitionError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as e:
+        # a shape no check foresaw: still one line that says where
+        raise ViewDefinitionError(f"the views file has an unexpected shape "
+                                  f"({type(e).__name__}: {e})") from None
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """One line: what the YAML parser found wrong, and where."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or getattr(error, "context", None) or str(error)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + " ".join(str(problem).split())

@@ -6,12 +6,11 @@ an HTML page or a traceback.
 """
 from __future__ import annotations
 
-import hmac
 import json
 from typing import Any
 
 from klein import Klein
-from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
@@ -20,10 +19,10 @@ from werkzeug.routing import RequestRedirect
 
 from pushengine import metrics
 from pushengine.auth import ApiKeys
-from pushengine.interfaces import FeedUnavailable
-from pushengine.changes import MalformedChange, changes_from_json, decode_json
 from pushengine.limits import retry_after
 from pushengine.rpc import Dispatcher, Refusal
+from pushengine.publishing import Publisher
+from pushengine.transports.guard import Guard
 from pushengine.web.clients import ClientAddresses
 from pushengine.web.static import StaticFiles, static_root
 
@@ -52,7 +51,10 @@ class WebApp:
                  metrics_registry: Any, health: Any, api_keys: ApiKeys | None = None,
                  publish_key: str | None = None, cors_origin: str | None = None,
                  id_fields: dict[str, str] | None = None,
-                 clients: ClientAddresses | None = None) -> None:
+                 clients: ClientAddresses | None = None,
+                 streams: dict[bytes, Resource] | None = None) -> None:
+        """``streams``: the streaming transports' resources by path
+        (``/api/events``, ``/api/ws``), served beside the routes."""
         self.dispatcher = dispatcher
         self.feed = feed
         self.engine = engine
@@ -63,6 +65,9 @@ class WebApp:
         self.cors_origin = cors_origin
         self.id_fields = id_fields or {}
         self.clients = clients or ClientAddresses()
+        self.guard = Guard(self.api_keys, cors_origin, self.clients)
+        self.publisher = Publisher(feed, self.id_fields, publish_key)
+        self.streams = streams or {}
         root = static_root()
         self.js = StaticFiles(str(root / "js"))
         self.examples = StaticFiles(str(root / "examples"))
@@ -73,12 +78,7 @@ class WebApp:
 
     # -- shared checks ---------------------------------------------------------
     def _cors(self, request) -> None:
-        if self.cors_origin:
-            request.setHeader(b"access-control-allow-origin", self.cors_origin.encode())
-            request.setHeader(b"access-control-allow-methods", b"POST, GET, OPTIONS")
-            request.setHeader(b"access-control-allow-headers",
-                              b"content-type, x-api-key, authorization")
-            request.setHeader(b"access-control-max-age", b"600")
+        self.guard.cors(request)
 
     def _body(self, request) -> bytes | None:
         if getattr(request, "body_too_large", False):
@@ -91,17 +91,14 @@ class WebApp:
     def jsonrpc(self, request):
         self._cors(request)
         request.setHeader(b"cache-control", b"no-store")
-        presented = (request.args.get(b"apikey") or [None])[0] or request.getHeader(b"x-api-key")
-        if isinstance(presented, bytes):
-            presented = presented.decode("utf-8", "replace")
-        if not self.api_keys.allows(presented):
+        if not self.guard.key_allowed(request):
             return _json(request, 403, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": 1003, "message": "a valid API key is required (apikey or X-Api-Key)"}})
         body = self._body(request)
         if body is None:
             return _json(request, 413, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "the request body is too large"}})
-        result = self.dispatcher.handle(body, self.clients.caller(request))
+        result = self.dispatcher.handle(body, self.guard.caller(request))
 
         def answer(text: bytes | None) -> bytes:
             request.setHeader(b"content-type", JSON)
@@ -127,50 +124,19 @@ class WebApp:
     @app.route("/api/publish", methods=["POST"])
     def publish(self, request):
         self._cors(request)
-        if self.publish_key:
-            auth = (request.getHeader(b"authorization") or "")
-            if isinstance(auth, bytes):
-                auth = auth.decode("latin-1")
-            scheme, _, token = auth.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    token.strip().encode(), self.publish_key.encode()):
-                request.setHeader(b"www-authenticate", b"Bearer")
-                return _json(request, 401, {"error": "publishing needs Authorization: "
-                                                     "Bearer <publish key>"})
-        elif request.requestHeaders.hasHeader(b"origin"):
-            # a web page in a visitor's browser on this machine must not
-            # publish through it: browsers always send Origin cross-site
-            return _json(request, 403, {"error": "no publish key is configured: "
-                                                 "requests from web pages are refused"})
-        elif not self.clients.is_loopback(request):
-            return _json(request, 403, {"error": "no publish key is configured: "
-                                                 "only loopback clients may publish"})
-        body = self._body(request)
-        if body is None:
-            return _json(request, 413, {"error": "the request body is too large"})
-        try:
-            data, checked = decode_json(body)
-        except MalformedChange as e:
-            return _json(request, 400, {"error": str(e)})
-        changes, errors = changes_from_json(data, self.id_fields, checked)
-        if errors:
-            return _json(request, 400, {"error": "malformed change", "details": errors[:20]})
-        if not changes:
-            return _json(request, 400, {"error": "no changes in the body"})
-        d = maybeDeferred(self.feed.publish, changes)
+        caller = self.guard.caller(request)
+        refused = self.publisher.refusal(caller)
+        answer = refused if refused is not None else \
+            self.publisher.handle(self._body(request), caller)
 
-        def published(count: int) -> bytes:
-            return _json(request, 200, {"accepted": count})
-
-        def failed(f) -> bytes:
-            if f.check(FeedUnavailable):
-                log.warn("publishing {n} changes refused: {why}", n=len(changes),
-                         why=f.getErrorMessage())
-            else:
-                log.failure("publishing {n} changes failed", f, n=len(changes))
-            request.setHeader(b"retry-after", b"1")
-            return _json(request, 503, {"error": "the change feed is not available; retry"})
-        return d.addCallbacks(published, failed)
+        def write(answer) -> bytes:
+            status, body, headers = answer
+            for name, value in headers.items():
+                request.setHeader(name.encode(), value.encode())
+            return _json(request, status, body)
+        if isinstance(answer, Deferred):
+            return answer.addCallback(write)
+        return write(answer)
 
     # -- operations --------------------------------------------------------------
     @app.route("/health", methods=["GET", "HEAD"])
@@ -251,6 +217,13 @@ class Root(Resource):
     def getChildWithDefault(self, path: bytes, request) -> Resource:
         if request.method == b"POST" and request.path == b"/api/jsonrpc":
             return _RpcResource(self.web)
+        stream = self.web.streams.get(request.path)
+        if stream is not None:
+            return stream
+        segments = getattr(self.web, "segments", None)    # SPEC 15
+        if segments is not None and (request.path == b"/api/segments"
+                                     or request.path.startswith(b"/api/segments/")):
+            return segments
         # give the whole path back to klein, which routes on it
         request.postpath.insert(0, request.prepath.pop())
         return self.routed

@@ -1,17 +1,45 @@
-// What every example page shares: the session and its poll loop, the
+// What every example page shares: the session and its event transport, the
 // connection status, page parameters, online counts.
 
-import { Api, Session, Events, Ticker, RpcError, plural, initialOf, hueFor } from "/static/js/pushengine.js";
+import {
+  Api, Session, Events, Ticker, RpcError, plural, parseTransport, TRANSPORT_NAMES,
+  UserCache, setAvatar, userName,
+} from "/static/js/pushengine.js";
 
-/** Create the session and start its poll loop; the status pill follows it. */
+/** The transport the page asks for: ?transport=ws|sse|longpoll, else "auto". */
+export function transportParam() {
+  return parseTransport(new URLSearchParams(location.search).get("transport"));
+}
+
+/** Keep a forced ?transport= on links to the other example pages. */
+function keepTransport(transport) {
+  if (transport === "auto") return;
+  document.addEventListener("click", (e) => {
+    const a = e.target instanceof Element ? e.target.closest("a[href]") : null;
+    if (!a) return;
+    const url = new URL(a.href, location.href);
+    if (url.origin !== location.origin || !url.pathname.startsWith("/examples/")) return;
+    if (url.searchParams.has("transport")) return;
+    url.searchParams.set("transport", transport);
+    a.href = url.pathname + url.search + url.hash;
+  }, true);
+}
+
+/**
+ * Create the session and start its events (the transport of ?transport=, or
+ * the automatic choice); the status pill follows it and names the transport.
+ */
 export function connect() {
   const api = new Api();
   const session = new Session(api);
-  const events = new Events(session);
+  const transport = transportParam();
+  const events = new Events(session, { transport });
   const status = document.getElementById("status");
   if (status) {
     const text = document.createElement("span");
-    status.replaceChildren(text);
+    const via = document.createElement("small");
+    via.className = "pe-transport";
+    status.replaceChildren(text, via);
     const show = (state, info = {}) => {
       status.dataset.state = state;
       if (state === "connected") text.textContent = "Live updates";
@@ -19,17 +47,52 @@ export function connect() {
       else if (state === "stopped") text.textContent = "Stopped";
       else text.textContent = "Connecting…";
     };
+    const showTransport = (name) => {
+      status.dataset.transport = name;
+      via.textContent = `via ${TRANSPORT_NAMES[name] ?? name}`;
+      via.title = transport === "auto" ? "chosen automatically (?transport=ws|sse|longpoll forces one)"
+        : "forced by ?transport=";
+    };
     show(events.state === "stopped" ? "connecting" : events.state);
     events.on("state", show);
+    events.on("transport", showTransport);
   }
+  keepTransport(transport);
   // Release the session when the page goes away for good (not into the back/forward cache).
   window.addEventListener("pagehide", (e) => {
     if (!e.persisted) session.destroy({ keepalive: true }).addErrback(() => undefined);
   });
   new Ticker(document.body, 1000).start();
-  window.pushengine = { api, session, events, views: [] };
+  const users = pageUserCache(api);
+  window.pushengine = { api, session, events, users, views: [] };
   events.start();
-  return { api, session, events };
+  return { api, session, events, users };
+}
+
+/**
+ * The page's user profiles (user.public_profiles, at most 2 loads in flight),
+ * each loaded again after ?user_ttl= seconds (default 60). Every period the
+ * users the page shows (its views' streams, and those passed to watchUser)
+ * whose profile expired are loaded again: a renamed user appears renamed.
+ */
+const watchedUsers = new Set();
+
+export function watchUser(id) {
+  if (id != null) watchedUsers.add(id);
+}
+
+function pageUserCache(api) {
+  const seconds = Number.parseFloat(new URLSearchParams(location.search).get("user_ttl") ?? "");
+  const ttl = Number.isFinite(seconds) && seconds > 0 ? Math.max(0.5, seconds) * 1000 : 60000;
+  const users = UserCache.forApi(api, { ttl, concurrency: 2 });
+  users.startRefresh(() => {
+    const ids = new Set(watchedUsers);
+    for (const view of window.pushengine?.views ?? []) {
+      for (const s of view.items) if (s.user_id != null) ids.add(s.user_id);
+    }
+    return ids;
+  }, ttl / 2);
+  return users;
 }
 
 /** An integer page parameter within [min, max]. */
@@ -112,7 +175,7 @@ export function showOnline(api, getView, el, { every = 30000 } = {}) {
 }
 
 /** Render the distinct users of a list of streams as links (chips). */
-export function renderUserChips(container, streams, { exclude = null, max = 12 } = {}) {
+export function renderUserChips(container, streams, { exclude = null, max = 12, users = null } = {}) {
   const seen = new Set();
   const items = [];
   for (const s of streams) {
@@ -122,11 +185,15 @@ export function renderUserChips(container, streams, { exclude = null, max = 12 }
     li.className = "pe-chip";
     const a = document.createElement("a");
     a.href = userHref(s);
+    a.dataset.userId = String(s.user_id);
     const avatar = document.createElement("span");
     avatar.className = "pe-avatar";
-    avatar.style.setProperty("--hue", String(hueFor(s.user_id)));
-    const name = s.user_name || `user ${s.user_id}`;
-    avatar.textContent = initialOf(name);
+    avatar.setAttribute("aria-hidden", "true");
+    // the profile's name and avatar when the cache has them (it asks for the rest)
+    const profile = users ? users.peek(s.user_id) : undefined;
+    if (users && !users.isFresh(s.user_id)) users.get(s.user_id).addErrback(() => undefined);
+    const name = userName(s.user_id, profile, s.user_name);
+    setAvatar(avatar, s.user_id, name, profile?.avatar);
     a.append(avatar, name);
     li.append(a);
     items.push(li);

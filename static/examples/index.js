@@ -2,8 +2,8 @@
 import { LiveStreamsView } from "/static/js/streamview.js";
 import { connect, userHref, mount, showOnline } from "./common.js";
 
-const { api, session } = connect();
+const { api, session, users } = connect();
 showOnline(api, null, document.getElementById("online"));
-mount(new LiveStreamsView({ container: document.getElementById("list"), session, limit: 4, userHref }), {
+mount(new LiveStreamsView({ container: document.getElementById("list"), session, limit: 4, userHref, userCache: users }), {
   emptyText: "Nobody is streaming right now.",
 });

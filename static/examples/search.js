@@ -2,7 +2,7 @@
 import { WordStreamsView } from "/static/js/streamview.js";
 import { connect, intParam, textParam, userHref, replaceView, showOnline } from "./common.js";
 
-const { api, session } = connect();
+const { api, session, users } = connect();
 const container = document.getElementById("list");
 const input = document.getElementById("q");
 const limit = intParam("limit", 20, 1, 50);
@@ -28,7 +28,7 @@ function search(text) {
     document.getElementById("online").textContent = "";
     return;
   }
-  view = replaceView(view, () => new WordStreamsView({ container, session, word, limit, userHref }), {
+  view = replaceView(view, () => new WordStreamsView({ container, session, word, limit, userHref, userCache: users }), {
     emptyText: `No public stream has “${word}” in its title yet. Matching streams appear here as soon as they start.`,
     onState: () => online(),
   });

@@ -121,7 +121,7 @@ def test_a_node_dies_and_its_clients_continue_elsewhere(cluster: Cluster) -> Non
     # each session once: per node, and in memcached across nodes
     wait_until(lambda: sum(metric(n, "pushengine_sessions") for n in survivors) == CLIENTS,
                10, "the survivors to hold every session once")
-    redis_moved = sum(metric(n, "pushengine_redis_moved_in") for n in survivors)
+    redis_moved = sum(metric(n, "pushengine_redis_moved_in_total") for n in survivors)
     assert redis_moved >= len(moving)
     online, _ = call(cluster.base, "stats.online", [])
     assert online == CLIENTS

@@ -214,4 +214,4 @@ def test_wiring_with_redis_on_a_clock() -> None:
     assert health.json()["status"] == "ok"
     metrics = http.get("/metrics").body.decode()
     assert 'pushengine_redis_connected{node="test-node"} 0.0' in metrics
-    assert 'pushengine_redis_writes_dropped{node="test-node"}' in metrics
+    assert 'pushengine_redis_writes_dropped_total{node="test-node"}' in metrics

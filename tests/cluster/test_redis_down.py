@@ -49,7 +49,7 @@ def test_a_node_outlives_its_redis(tmp_path, own_redis) -> None:
         assert error is None and [e["action"] for e in events] == ["insert"]
         other, _ = rpc(a, "session.create")            # its write is dropped
         assert rpc(b, "session.get_events", sid, 0, 1)[1]["code"] == 1001
-        assert a.metric("pushengine_redis_writes_dropped") >= 1
+        assert a.metric("pushengine_redis_writes_dropped_total") >= 1
         assert a.metric("pushengine_redis_connected") == 0
 
         own_redis.start()                               # back, and empty

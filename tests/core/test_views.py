@@ -31,9 +31,11 @@ def test_default_views_load():
     catalog = load_catalog()
     assert set(catalog.views) == {"PublicLiveStreamView", "PublicRecentStreamView",
                                   "UserStreamView", "WordStreamView", "NearStreamView",
-                                  "HomeStreamView"}
+                                  "HomeStreamView"} | {"FollowedNewStreamView"} \
+        | {"SimilarStreamView"}
     assert catalog.methods["stream.subscribe_user"].params == ["user_id", "limit"]
     assert catalog.views["HomeStreamView"].needs_user
+    assert catalog.views["FollowedNewStreamView"].once_per_user
 
 
 @pytest.mark.parametrize("views, error", [

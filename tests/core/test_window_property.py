@@ -144,3 +144,190 @@ def test_events_are_json():
     assert events == [{"seq": 1, "key": key, "action": "insert",
                        "obj": {"id": 1, "live": True, "public": True, "score": 1,
                                      "title": "кот \"x\""}}]
+
+
+# -- similar-views and distinct (SPEC section 13) ---------------------------------
+#
+# Titles are drawn from a small vocabulary, so that many pairs are similar;
+# the truth is computed here from scratch: exact Jaccard of the word sets (or
+# 2-word shingles), and the LSH candidate step as datasketch defines it (a
+# MinHash of the tokens, and one band of it byte-for-byte equal).
+
+import re  # noqa: E402
+
+from datasketch import MinHash  # noqa: E402
+
+from pushengine.views.similarity import choose_bands  # noqa: E402
+
+SIMILAR_VIEWS = {
+    "Like": {"type": "Stream", "params": ["text", "limit"],
+             "where": {"similar": {"field": "title", "text": "$text", "threshold": 0.5}},
+             "order": "-_similarity", "limit": {"default": 3, "max": 10}},
+    "LikeLive": {"type": "Stream", "params": ["text", "limit"],
+                 "where": {"similar": {"field": "title", "text": "$text", "threshold": 0.34},
+                           "live": True},
+                 "order": "-score", "limit": {"default": 3, "max": 10}},
+    "Pairs": {"type": "Stream", "params": ["text", "limit"],
+              "where": {"similar": {"field": "title", "text": "$text", "threshold": 0.3,
+                                    "shingle": 2}},
+              "order": "-_similarity", "limit": {"default": 3, "max": 10}},
+    "Distinct": {"type": "Stream", "params": ["limit"], "where": {"live": True},
+                 "distinct": {"field": "title", "threshold": 0.5},
+                 "order": "-score", "limit": {"default": 3, "max": 10}},
+    "LikeDistinct": {"type": "Stream", "params": ["text", "limit"],
+                     "where": {"similar": {"field": "title", "text": "$text",
+                                           "threshold": 0.25}},
+                     "distinct": {"field": "title", "threshold": 0.6},
+                     "order": "-_similarity", "limit": {"default": 3, "max": 10}},
+}
+VOCABULARY = ["cat", "Cat", "cats", "dog", "piano", "live", "the", "кошка", "Кошка", "x1"]
+SEPARATORS = [" ", ", ", "-", " ! ", "_"]
+
+
+def _tokens(title, shingle=1):
+    if not isinstance(title, str):
+        return frozenset()
+    words = [w.lower() for w in re.findall(r"[^\W_]+", title)]
+    if shingle == 1:
+        return frozenset(words)
+    return frozenset(" ".join(words[i:i + shingle]) for i in range(len(words) - shingle + 1))
+
+
+def _bands(tokens, threshold):
+    bands, rows = choose_bands(threshold)
+    m = MinHash(num_perm=128, seed=1, scheme="affine32")
+    m.update_batch([t.encode("utf-8") for t in tokens])
+    values = m.hashvalues
+    return [bytes(values[i * rows:(i + 1) * rows].byteswap().data) for i in range(bands)]
+
+
+def _similarity(text, title, threshold, shingle, lowest):
+    """The exact Jaccard similarity when the object is a candidate at or
+    above the threshold, else None. ``lowest``: the lowest threshold among
+    the views sharing the LSH index (its banding)."""
+    a, b = _tokens(text, shingle), _tokens(title, shingle)
+    if not a or not b:
+        return None
+    j = len(a & b) / len(a | b)
+    if j < threshold:
+        return None
+    if not any(x == y for x, y in zip(_bands(a, lowest), _bands(b, lowest))):
+        return None
+    return j
+
+
+def similar_truth(view, params, objects, limit):
+    spec = SIMILAR_VIEWS[view]
+    where = spec["where"]
+    found = []
+    for o in objects.values():
+        if o.get("public") is not True:
+            continue
+        if where.get("live") is True and o.get("live") is not True:
+            continue
+        if "similar" in where:
+            s = where["similar"]
+            shingle = s.get("shingle", 1)
+            # the views sharing an index (title, same shingle) and their lowest threshold
+            lowest = min(v["where"]["similar"]["threshold"] for v in SIMILAR_VIEWS.values()
+                         if "similar" in v["where"]
+                         and v["where"]["similar"].get("shingle", 1) == shingle)
+            j = _similarity(params["text"], o.get("title"), s["threshold"], shingle, lowest)
+            if j is None:
+                continue
+            o = {**o, "_similarity": j}
+        found.append(o)
+    field = spec["order"].lstrip("-")
+    found.sort(key=lambda o: truth_key(o, field), reverse=spec["order"].startswith("-"))
+    distinct = spec.get("distinct")
+    if distinct:
+        shown = []
+        for o in found:
+            t = _tokens(o.get("title"))
+            if t and any(_tokens(s.get("title"))
+                         and len(t & _tokens(s.get("title"))) / len(t | _tokens(s.get("title")))
+                         >= distinct["threshold"] for s in shown):
+                continue
+            shown.append(o)
+        found = shown
+    return found[:limit]
+
+
+titles_st = st.one_of(
+    st.none(), st.just(""), st.just("!!"),
+    st.builds(lambda words, seps: "".join(w + s for w, s in zip(words, seps)).strip(),
+              st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=5),
+              st.lists(st.sampled_from(SEPARATORS), min_size=5, max_size=5)))
+texts_st = st.builds(" ".join, st.lists(st.sampled_from(VOCABULARY), min_size=2, max_size=4))
+similar_objects_st = st.fixed_dictionaries({
+    "id": st.integers(0, 9),
+    "title": titles_st,
+    "score": st.one_of(st.none(), st.integers(0, 4)),
+    "live": st.booleans(),
+}, optional={"public": st.sampled_from([True, True, True, False, None])})
+similar_ops_st = st.lists(st.one_of(
+    st.tuples(st.just("upsert"), similar_objects_st),
+    st.tuples(st.just("delete"), st.integers(0, 9)),
+    st.tuples(st.just("retitle"), st.tuples(st.integers(0, 9), titles_st)),
+    st.tuples(st.just("flip"), st.integers(0, 9)),
+), min_size=1, max_size=50)
+similar_subs_st = st.lists(st.one_of(
+    st.tuples(st.sampled_from(["Like", "LikeLive", "Pairs", "LikeDistinct"]),
+              st.fixed_dictionaries({"text": texts_st}), st.integers(1, 4)),
+    st.tuples(st.just("Distinct"), st.just({}), st.integers(1, 4)),
+), min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.lists(similar_objects_st, max_size=10), subs=similar_subs_st,
+       ops=similar_ops_st, ack=st.booleans(), partial=st.booleans(), indexed=st.booleans())
+def test_similar_replay_equals_truth(seed, subs, ops, ack, partial, indexed):
+    engine, clock = make_engine(SIMILAR_VIEWS, max_queue=10_000)
+    if indexed:     # initial states from the store's LSH index, not a scan
+        engine.store.index_views(engine.catalog.views.values())
+    if partial:
+        engine.store.promised = lambda view, limit: limit
+    objects: dict = {}
+    for o in seed:
+        objects[o["id"]] = o
+    engine.apply_changes([upsert(o) for o in seed])
+
+    clients = []
+    for view, params, limit in subs:
+        session = engine.sessions.create()
+        bound = engine.catalog.views[view].bind(params, None, limit)
+        key, state = _result(engine.sessions.subscribe(session, bound))
+        replica = Replica(state, SIMILAR_VIEWS[view]["order"], limit)
+        assert replica.ordered() == similar_truth(view, params, objects, limit), (view, params)
+        clients.append((session, key, replica, view, params, limit))
+
+    last_seq = {}
+    for op, arg in ops:
+        if op == "upsert":
+            objects[arg["id"]] = arg
+            engine.apply_changes([upsert(arg)])
+        elif op == "delete":
+            objects.pop(arg, None)
+            engine.apply_changes([delete(arg)])
+        else:
+            id_, title = arg if op == "retitle" else (arg, None)
+            if id_ not in objects:
+                continue
+            o = dict(objects[id_])
+            if op == "retitle":
+                o["title"] = title
+            else:
+                o["live"] = not o["live"]
+            objects[id_] = o
+            engine.apply_changes([upsert(o)])
+        clock.advance(0)
+        for session, key, replica, view, params, limit in clients:
+            raw = engine.sessions.get_events(session, 0, last_seq.get(session.id) if ack else None)
+            for e in decode(raw):
+                if ack and e["seq"] <= last_seq.get(session.id, 0):
+                    continue
+                assert e["key"] == key
+                replica.apply(e)
+                last_seq[session.id] = e["seq"]
+            assert replica.ordered() == similar_truth(view, params, objects, limit), \
+                (view, params)

@@ -132,7 +132,7 @@ def test_malformed_messages_are_counted_and_dropped(cluster):
                           capture_output=True, text=True, timeout=60, env=env, cwd=str(ROOT))
     assert done.returncode == 0, done.stderr
     client.wait_for(lambda c: {10, 11} <= set(c.items), what="the good changes")
-    assert a.metric("pushengine_feed_malformed_messages") >= 4
+    assert a.metric("pushengine_feed_malformed_messages_total") >= 4
     assert a.get("/health").code == 200
 
 
@@ -181,4 +181,4 @@ def test_broker_restart_then_changes_flow_again(cluster):
         time.sleep(0.2)
     assert a.publish(stream(5)).json() == {"accepted": 1}
     client.wait_for(lambda c: 5 in c.items, what="a change after the restart")
-    assert a.metric("pushengine_feed_reconnects") >= 1
+    assert a.metric("pushengine_feed_reconnects_total") >= 1
