@@ -22,10 +22,7 @@ from typing import Any
 import txredisapi
 from twisted.application import service
 from twisted.application.internet import ClientService, backoffPolicy
-from twisted.internet.abstract import isIPAddress as isIPv4Address, isIPv6Address
 from twisted.internet.defer import Deferred, fail, gatherResults, succeed
-from twisted.internet.endpoints import (
-    HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint, wrapClientTLS)
 from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -36,7 +33,7 @@ from pushengine.bloom.hashing import item_hash, pack
 from pushengine.bloom.params import MAX_BYTES, FilterSpec
 from pushengine.bloom.scripts import sources
 from pushengine.cluster.redis import (
-    RedisUrl, _CommandProtocol, _Factory, _ObservedEndpoint, parse_redis_url)
+    RedisUrl, _CommandProtocol, _Factory, _ObservedEndpoint, parse_redis_url, redis_endpoint)
 
 log = Logger()
 
@@ -77,19 +74,8 @@ class RedisBloom(BloomCommands, service.Service):
             retryPolicy=backoffPolicy(initialDelay=0.2, maxDelay=5.0), clock=reactor,
             prepareConnection=self._prepare)
 
-    def _endpoint(self) -> IStreamClientEndpoint:
-        """As the session registry's: an address needs no name resolution."""
-        host, port, timeout = self.url.host, self.url.port, max(1, int(self.url.timeout))
-        if isIPv4Address(host):
-            endpoint = TCP4ClientEndpoint(self.reactor, host, port, timeout=timeout)
-        elif isIPv6Address(host):
-            endpoint = TCP6ClientEndpoint(self.reactor, host, port, timeout=timeout)
-        else:
-            endpoint = HostnameEndpoint(self.reactor, host, port, timeout=timeout)
-        if self.url.tls:
-            from twisted.internet.ssl import optionsForClientTLS
-            endpoint = wrapClientTLS(optionsForClientTLS(host), endpoint)
-        return endpoint
+    def _endpoint(self) -> Any:
+        return redis_endpoint(self.reactor, self.url)
 
     # -- the connection ------------------------------------------------------------
     def startService(self) -> None:

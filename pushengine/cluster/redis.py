@@ -84,6 +84,23 @@ return 0
 SCRIPTS = {"write": WRITE, "refresh": REFRESH, "release": RELEASE}
 
 
+def redis_endpoint(reactor: Any, url: Any) -> IStreamClientEndpoint:
+    """The endpoint of a parsed Redis URL. An address needs no name
+    resolution (which would start the reactor's thread pool for getaddrinfo).
+    Every Redis adapter (registry, Bloom filters, segments) connects this way."""
+    host, port, timeout = url.host, url.port, max(1, int(url.timeout))
+    if isIPv4Address(host):
+        endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
+    elif isIPv6Address(host):
+        endpoint = TCP6ClientEndpoint(reactor, host, port, timeout=timeout)
+    else:
+        endpoint = HostnameEndpoint(reactor, host, port, timeout=timeout)
+    if url.tls:
+        from twisted.internet.ssl import optionsForClientTLS
+        endpoint = wrapClientTLS(optionsForClientTLS(host), endpoint)
+    return endpoint
+
+
 @dataclass(frozen=True)
 class RedisUrl:
     """Where the registry is; ``str()`` never shows the password."""
@@ -218,19 +235,7 @@ class RedisRegistry(service.Service):
             retryPolicy=policy(), clock=reactor, prepareConnection=self._prepare_subscriber)
 
     def _endpoint(self) -> IStreamClientEndpoint:
-        host, port, timeout = self.url.host, self.url.port, max(1, int(self.url.timeout))
-        # an address needs no name resolution (which would start the
-        # reactor's thread pool for getaddrinfo)
-        if isIPv4Address(host):
-            endpoint = TCP4ClientEndpoint(self.reactor, host, port, timeout=timeout)
-        elif isIPv6Address(host):
-            endpoint = TCP6ClientEndpoint(self.reactor, host, port, timeout=timeout)
-        else:
-            endpoint = HostnameEndpoint(self.reactor, host, port, timeout=timeout)
-        if self.url.tls:
-            from twisted.internet.ssl import optionsForClientTLS
-            endpoint = wrapClientTLS(optionsForClientTLS(self.url.host), endpoint)
-        return endpoint
+        return redis_endpoint(self.reactor, self.url)
 
     # -- the connections --------------------------------------------------------
     def startService(self) -> None:

@@ -30,14 +30,11 @@ from typing import Any
 
 from twisted.application import service
 from twisted.application.internet import ClientService, backoffPolicy
-from twisted.internet.abstract import isIPAddress as isIPv4Address, isIPv6Address
 from twisted.internet.defer import Deferred, fail, succeed
-from twisted.internet.endpoints import (
-    HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint, wrapClientTLS)
 from twisted.logger import Logger
 
 from pushengine.cluster.redis import (
-    RedisUrl, _CommandProtocol, _Factory, _ObservedEndpoint, parse_redis_url)
+    RedisUrl, _CommandProtocol, _Factory, _ObservedEndpoint, parse_redis_url, redis_endpoint)
 
 log = Logger()
 
@@ -249,17 +246,7 @@ class RedisSegments(SegmentStore, service.Service):
             prepareConnection=self._prepare)
 
     def _endpoint(self) -> Any:
-        host, port, timeout = self.url.host, self.url.port, max(1, int(self.url.timeout))
-        if isIPv4Address(host):
-            endpoint = TCP4ClientEndpoint(self.reactor, host, port, timeout=timeout)
-        elif isIPv6Address(host):
-            endpoint = TCP6ClientEndpoint(self.reactor, host, port, timeout=timeout)
-        else:
-            endpoint = HostnameEndpoint(self.reactor, host, port, timeout=timeout)
-        if self.url.tls:
-            from twisted.internet.ssl import optionsForClientTLS
-            endpoint = wrapClientTLS(optionsForClientTLS(host), endpoint)
-        return endpoint
+        return redis_endpoint(self.reactor, self.url)
 
     def startService(self) -> None:
         super().startService()
