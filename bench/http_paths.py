@@ -8,7 +8,9 @@ feeds each front — ``--http twisted`` (twisted.web for everything) and
 ``--http fast`` (httptools for the hot paths) — the same keep-alive
 requests, ``session.get_events(sid, 0, 0)`` (``ack`` 0 keeps the events
 queued, so every answer carries them), 50 at a time, through an in-memory
-transport. Prints CPU microseconds per answer and answers per CPU-second.
+transport. Prints CPU microseconds per answer and answers per CPU-second;
+then the same for parked polls woken by a change (``--polls`` connections,
+one change answers them all: the fan-out path of long-polling).
 Run it on a quiet machine; wrk figures are in bench/http_roundtrip.py.
 """
 from __future__ import annotations
@@ -57,15 +59,95 @@ def measure(front: str, requests: int) -> float:
     return spent / (requests // 50 * 50)
 
 
+class _Timer:
+    """A timer that never fires: the timed work here is the answers'."""
+
+    def __init__(self) -> None:
+        self.on = True
+
+    def active(self) -> bool:
+        return self.on
+
+    def cancel(self) -> None:
+        self.on = False
+
+    def reset(self, seconds: float) -> None:
+        pass
+
+    def delay(self, seconds: float) -> None:
+        pass
+
+
+def without_timers(clock) -> None:
+    """``Clock.callLater`` sorts all its calls each time (fine for tests,
+    quadratic with thousands of timers); a reactor keeps a heap. Replace it
+    with timers that cost what a heap push costs and never fire."""
+    clock.callLater = lambda delay, f, *a, **kw: _Timer()
+
+
+def request(body: dict) -> bytes:
+    raw = json.dumps(body).encode()
+    return (b"POST /api/jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(raw), raw))
+
+
+def measure_woken(front: str, polls: int, changes: int = 5) -> float:
+    """CPU per answer of parked polls woken by one change: ``polls``
+    keep-alive connections, each with a session on one shared view and a
+    ``get_events`` parked; each change answers them all, then they park
+    again (the parking is not timed)."""
+    from pushengine.changes import Change
+    node = ClockNode("--http", front, "--client-rate", "0", "--max-client-sessions", "0",
+                     "--max-sessions", "0")
+    without_timers(node.clock)
+    factory = node.http_factory()
+    conns = []
+    for i in range(polls):
+        transport = StringTransport(hostAddress=IPv4Address("TCP", "127.0.0.1", 8080),
+                                    peerAddress=IPv4Address("TCP", "127.0.0.1", 10000 + i))
+        protocol = factory.buildProtocol(transport.getPeer())
+        protocol.makeConnection(transport)
+        protocol.dataReceived(request({"jsonrpc": "2.0", "id": 1, "method": "session.create"}))
+        sid = json.loads(transport.value().split(b"\r\n\r\n", 1)[1])["result"]
+        transport.clear()
+        protocol.dataReceived(request({"jsonrpc": "2.0", "id": 2,
+                                       "method": "stream.subscribe_public_live",
+                                       "params": [sid, 1]}))
+        transport.clear()
+        conns.append((protocol, transport, sid))
+    spent = 0.0
+    for n in range(changes):
+        for protocol, transport, sid in conns:
+            protocol.dataReceived(request({"jsonrpc": "2.0", "id": 3, "method":
+                                           "session.get_events", "params": [sid, 30, n]}))
+            assert not transport.value(), transport.value()[:200]
+        change = Change("Stream", "upsert", 1, {
+            "id": 1, "title": "a stream", "user_id": 1, "live": True, "public": True,
+            "created_at": "2030-01-01T00:00:00Z", "n": n})
+        start = time.process_time()
+        node.engine.apply_changes([change])
+        spent += time.process_time() - start
+        for protocol, transport, sid in conns:
+            assert transport.value().count(b"HTTP/1.1 200") == 1, transport.value()[:300]
+            transport.clear()
+    return spent / (changes * polls)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--requests", type=int, default=20_000)
+    p.add_argument("--polls", type=int, default=2_000,
+                   help="parked polls woken by each change (the woken figure)")
     a = p.parse_args()
     costs = {front: measure(front, a.requests) for front in ("twisted", "fast")}
     for front, cost in costs.items():
         print(f"--http {front:8}: {cost * 1e6:7.1f} µs CPU per answer, "
               f"{1 / cost:9,.0f} answers per CPU-second")
     print(f"fast / twisted: ×{costs['twisted'] / costs['fast']:.1f}")
+    woken = {front: measure_woken(front, a.polls) for front in ("twisted", "fast")}
+    for front, cost in woken.items():
+        print(f"--http {front:8}: {cost * 1e6:7.1f} µs CPU per woken poll's answer "
+              f"({a.polls:,} polls woken by one change)")
 
 
 if __name__ == "__main__":

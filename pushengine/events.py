@@ -16,13 +16,21 @@ _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 class Fragment(str):
     """One event's JSON without its opening brace and ``seq``, with its UTF-8
-    bytes made once (``utf8``): streams write bytes, and the same bytes go to
-    every stream that carries the event."""
+    bytes made once (``utf8``) and the subscription key it belongs to
+    (``key``). One Fragment object is shared by every session that receives
+    the event: sessions queue the object itself (no per-session copy), and
+    streams write the same bytes."""
 
-    def __new__(cls, text: str) -> "Fragment":
+    def __new__(cls, text: str, key: str | None = None) -> "Fragment":
         self = super().__new__(cls, text)
         self.utf8 = text.encode("utf-8")
+        self.key = key
         return self
+
+
+# A queued event taken back (its subscription ended or was made again before
+# it was sent): skipped when answering, so that later events keep their seq.
+DROPPED = Fragment("")
 
 
 def encode_event(key: str, action: str, obj: Any = None, old: Any = None) -> Fragment:
@@ -32,7 +40,7 @@ def encode_event(key: str, action: str, obj: Any = None, old: Any = None) -> Fra
         event["obj"] = obj
     if old is not None:
         event["old"] = old
-    return Fragment(_encoder.encode(event)[1:])
+    return Fragment(_encoder.encode(event)[1:], key)
 
 
 def utf8(fragment: str) -> bytes:
@@ -51,6 +59,8 @@ class RawJSON(str):
     __slots__ = ()
 
 
-def events_json(events) -> RawJSON:
-    """Encode queued ``(seq, key, fragment)`` events as a JSON list."""
-    return RawJSON("[" + ",".join(['{"seq":%d,%s' % (e[0], e[2]) for e in events]) + "]")
+def events_json(first: int, fragments) -> RawJSON:
+    """Encode queued fragments, numbered from ``first``, as a JSON list."""
+    return RawJSON("[" + ",".join(['{"seq":%d,%s' % (seq, f)
+                                   for seq, f in enumerate(fragments, first)
+                                   if f is not DROPPED]) + "]")

@@ -1,7 +1,13 @@
 """Sessions: subscriptions, the numbered event log, and one attached delivery.
 
 A session's events are numbered (``seq``) and kept in its log until the
-client is known to have them. At most one *delivery* is attached at a time:
+client is known to have them. The log holds the events' shared ``Fragment``
+objects themselves (one per view event, whatever the number of sessions), in
+two parts whose numbers follow from their place: ``queue``, the events not yet
+written to a stream (seqs ``sent + 1`` to ``next_seq - 1``), and ``replay``,
+those a stream wrote (seqs ``forgotten + 1`` to ``sent``). Queueing an event
+for a session is one append of a pointer: no object per session per event,
+nothing for the garbage collector, and a write never walks the replay. At most one *delivery* is attached at a time:
 a parked long-poll (``LongPoll``, answered once), or a stream that writes
 events as they come (the SSE and WebSocket adapters in
 ``pushengine.transports``). A new delivery replaces the old one: a parked
@@ -37,7 +43,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from pushengine.errors import LimitReached, RateLimited, UnknownKey, UnknownSession
-from pushengine.events import RESET, RawJSON, encode_event, events_json
+from pushengine.events import DROPPED, RESET, Fragment, RawJSON, encode_event, events_json
 from pushengine.limits import SessionCounts
 from pushengine.views.registry import ViewRegistry
 from pushengine.views.spec import BoundView
@@ -46,9 +52,6 @@ from pushengine.views.window import Window
 log = Logger()
 EMPTY = RawJSON("[]")
 
-# One queued event: (seq, key, fragment), the fragment being the event's JSON
-# without its opening brace and seq (encoded once per view; see events.py).
-Event = tuple
 
 
 @dataclass
@@ -67,8 +70,10 @@ class Delivery(Protocol):
 
     streaming: bool
 
-    def write(self, events: Sequence[Event]) -> None:
-        """Send these events (a stream: each ``(seq, key, fragment)``)."""
+    def write(self, first: int, fragments: Sequence[Fragment]) -> None:
+        """Send these events, numbered from ``first`` (a fragment may be
+        ``events.DROPPED``: skip it). Frame them now: the sequence is the
+        session's own and changes after the call."""
 
     def writable(self) -> bool:
         """False while the client is not reading (unsent bytes above the bound)."""
@@ -91,7 +96,7 @@ class LongPoll:
 
 
 class Session:
-    __slots__ = ("id", "user", "subs", "queue", "next_seq", "delivery", "expiry",
+    __slots__ = ("id", "user", "subs", "queue", "replay", "next_seq", "delivery", "expiry",
                  "manager", "bounds", "client", "sent", "forgotten", "segment_hashes", "__weakref__")
 
     def __init__(self, manager: "SessionManager", id_: str, client: Any = None) -> None:
@@ -101,9 +106,10 @@ class Session:
         self.user: Any = None
         self.subs: dict[str, Window] = {}
         self.bounds: dict[str, BoundView] = {}
-        self.queue: deque = deque()      # the log: unacknowledged and replayable events
+        self.queue: deque = deque()      # not written to a stream: seqs sent+1 .. next_seq-1
+        self.replay: deque = deque()     # written to a stream: seqs forgotten+1 .. sent
         self.next_seq = 1
-        self.sent = 0                    # highest seq written to a stream
+        self.sent = 0                    # the seq before the queue's first
         self.forgotten = 0               # highest seq dropped from the log
         self.delivery: Any = None
         self.expiry: IDelayedCall | None = None
@@ -115,14 +121,22 @@ class Session:
         return d if d is not None and not d.streaming else None
 
     def deliver(self, fragment: str, key: str) -> None:
-        """Queue one encoded event (called by windows)."""
+        """Queue one encoded event (called by windows with the fragment they
+        share among their subscribers)."""
+        if getattr(fragment, "key", None) != key:
+            fragment = Fragment(fragment, key)
         queue = self.queue
-        queue.append((self.next_seq, key, fragment))
+        queue.append(fragment)
         self.next_seq += 1
-        if len(queue) > self.manager.settings.max_queue:
-            self.manager.overflow(self)
+        manager = self.manager
+        if len(queue) + len(self.replay) > manager.max_queue:
+            if self.replay:          # what a stream wrote already goes first
+                self.replay.popleft()
+                self.forgotten += 1
+            else:
+                manager.overflow(self)
         if self.delivery is not None:
-            self.manager.dirty.add(self)
+            manager.dirty.add(self)
 
     def __repr__(self) -> str:
         return f"<Session {self.id[:8]}… user={self.user!r} subs={len(self.subs)}>"
@@ -139,6 +153,7 @@ class SessionManager:
         self.clock = clock
         self.registry = registry
         self.settings = settings or SessionSettings()
+        self.max_queue = self.settings.max_queue
         self.sessions: dict[str, Session] = {}
         self.dirty: set[Session] = set()
         self.waiting = 0                 # parked long-polls
@@ -183,6 +198,7 @@ class SessionManager:
         for key in list(session.subs):
             self._detach_window(session, key)
         session.queue.clear()
+        session.replay.clear()
         self._release(session)
 
     def _arm_expiry(self, session: Session) -> None:
@@ -215,25 +231,33 @@ class SessionManager:
 
     def continue_numbering(self, session: Session, after: int) -> None:
         """Number the next event ``after + 1`` (a session resumed here after
-        another node numbered up to ``after``)."""
+        another node numbered up to ``after``); nothing is queued yet."""
+        session.queue.clear()
+        session.replay.clear()
         session.next_seq = after + 1
         session.sent = session.forgotten = after
 
     def pending_from(self, session: Session) -> int:
         """The seq the client will see next: the first queued, else the next."""
-        return session.queue[0][0] if session.queue else session.next_seq
+        return session.sent + 1
 
     def renumber(self, session: Session, after: int) -> None:
         """Number the queued events from ``after + 1`` on (none was delivered)."""
-        base = after + 1
-        session.queue = deque((base + i, key, fragment)
-                              for i, (_, key, fragment) in enumerate(session.queue))
-        session.next_seq = base + len(session.queue)
+        session.replay.clear()
         session.sent = session.forgotten = after
+        session.next_seq = after + 1 + len(session.queue)
 
     def clear_events(self, session: Session) -> None:
         """Drop every queued event (they are about to be replaced by resets)."""
         session.queue.clear()
+        session.replay.clear()
+        session.sent = session.forgotten = session.next_seq - 1
+
+    def queued(self, session: Session) -> list[tuple[int, str, str]]:
+        """The events not yet written to a stream (or acknowledged), as
+        ``(seq, key, fragment)``: for inspection and tests."""
+        return [(seq, f.key, f) for seq, f in enumerate(session.queue, session.sent + 1)
+                if f is not DROPPED]
 
     # -- subscriptions ---------------------------------------------------------
     def subscribe(self, session: Session, bound: BoundView) -> Deferred:
@@ -249,6 +273,8 @@ class SessionManager:
                 self.registry.close(window)
                 raise UnknownSession("the session ended while subscribing")
             if key in session.subs:
+                if session.subs[key] is not window:     # kept on another view (segments/reevaluate.py)
+                    self._detach_window(session, key)
                 self._drop_queued(session, key)
             elif len(session.subs) >= self.settings.max_subscriptions:
                 self.registry.close(window)
@@ -269,31 +295,35 @@ class SessionManager:
     def _detach_window(self, session: Session, key: str) -> None:
         window = session.subs.pop(key)
         session.bounds.pop(key, None)
+        leave = getattr(window, "leave", None)  # a Route: another view under this key (segments/reevaluate.py)
+        if leave is not None:
+            window = leave(session)
         window.subscribers.discard(session)
         self.registry.close(window)
 
     @staticmethod
     def _drop_queued(session: Session, key: str) -> None:
         """A subscription made again or ended: its unsent events go (events a
-        stream already wrote stay, so that replay keeps their numbers)."""
-        sent = session.sent
-        if any(e[1] == key and e[0] > sent for e in session.queue):
-            session.queue = deque(e for e in session.queue if e[1] != key or e[0] <= sent)
+        stream already wrote stay, so that replay keeps their numbers). They
+        become ``DROPPED`` in place, so that later events keep their seq."""
+        if any(f.key == key for f in session.queue):
+            session.queue = deque(DROPPED if f.key == key else f for f in session.queue)
 
     def overflow(self, session: Session) -> None:
         """The log passed ``max_queue``. Events a stream wrote already are
         only replay: those go first. Otherwise the client is too far behind:
         the log becomes one reset per subscription."""
-        queue, sent = session.queue, session.sent
-        while len(queue) > self.settings.max_queue and queue[0][0] <= sent:
-            session.forgotten = queue.popleft()[0]
-        if len(queue) <= self.settings.max_queue:
+        queue, replay, limit = session.queue, session.replay, self.max_queue
+        while replay and len(queue) + len(replay) > limit:
+            replay.popleft()
+            session.forgotten += 1
+        if len(queue) + len(replay) <= limit:
             return
         self.overflows += 1
-        session.forgotten = session.next_seq - 1
+        session.forgotten = session.sent = session.next_seq - 1
         queue.clear()
         for key, window in session.subs.items():
-            queue.append((session.next_seq, key, window.reset_fragment()))
+            queue.append(window.reset_fragment())
             session.next_seq += 1
 
     def reset_session(self, session: Session) -> None:
@@ -318,23 +348,28 @@ class SessionManager:
         self._disarm_expiry(session)
         if last_seq is not None:
             self._rewind(session, last_seq)
-        if session.queue and session.queue[-1][0] > session.sent:
+        if session.queue:
             self.dirty.add(session)
             self.flush()
 
     def _rewind(self, session: Session, last_seq: int) -> None:
-        queue = session.queue
+        queue, replay = session.queue, session.replay
         if last_seq < session.forgotten:
             # events after last_seq were dropped: the views start afresh
             self.replays += 1
-            session.forgotten = session.next_seq - 1
-            queue.clear()
-            session.sent = last_seq
+            self.clear_events(session)
             self.reset_session(session)
             return
-        while queue and queue[0][0] <= last_seq:
-            session.forgotten = queue.popleft()[0]
-        session.sent = last_seq
+        if last_seq <= session.sent:
+            # what was written after last_seq is written again
+            for _ in range(session.sent - last_seq):
+                queue.appendleft(replay.pop())
+        else:
+            # the client has more than a stream wrote (long-poll answers)
+            for _ in range(min(last_seq - session.sent, len(queue))):
+                queue.popleft()
+        replay.clear()
+        session.sent = session.forgotten = last_seq
         if queue:
             self.replays += 1
 
@@ -350,8 +385,7 @@ class SessionManager:
 
     def resume_writing(self, session: Session, delivery: Any) -> None:
         """A stream that could not take more drained: write what waits."""
-        if session.delivery is delivery and session.queue \
-                and session.queue[-1][0] > session.sent:
+        if session.delivery is delivery and session.queue:
             self.dirty.add(session)
             self.flush()
 
@@ -372,29 +406,37 @@ class SessionManager:
 
     def _write(self, session: Session) -> None:
         delivery = session.delivery
-        if not delivery.writable():
+        queue = session.queue
+        if not queue or not delivery.writable():
             return
-        sent = session.sent
-        events = [e for e in session.queue if e[0] > sent] if session.queue[0][0] <= sent \
-            else list(session.queue)
-        if not events:
-            return
-        session.sent = events[-1][0]
-        self.events_out += len(events)
-        delivery.write(events)
-        # what was written is replay now: keep at most max_queue of it
-        queue, limit = session.queue, self.settings.max_queue
-        while len(queue) > limit and queue[0][0] <= session.sent:
-            session.forgotten = queue.popleft()[0]
+        first = session.sent + 1
+        count = len(queue)
+        self.events_out += count
+        delivery.write(first, queue)
+        # what was written is replay now (the log stays within max_queue)
+        session.sent += count
+        replay = session.replay
+        replay.extend(queue)
+        queue.clear()
+        over = len(replay) - self.max_queue
+        if over > 0:
+            session.forgotten += over
+            for _ in range(over):
+                replay.popleft()
 
     # -- long-polls ------------------------------------------------------------
     def get_events(self, session: Session, timeout: float, ack: int | None) -> Deferred | RawJSON:
         """Answer at once when events wait (or timeout is 0), else park."""
         self._release(session)
+        if session.replay:
+            self._unwrite(session)
         queue = session.queue
-        if ack is not None:
-            while queue and queue[0][0] <= ack:
-                session.forgotten = queue.popleft()[0]
+        if ack is not None and ack > session.sent:
+            dropped = min(ack - session.sent, len(queue))
+            for _ in range(dropped):
+                queue.popleft()
+            session.sent += dropped
+            session.forgotten = session.sent
         timeout = min(max(timeout, 0.0), self.settings.max_timeout)
         if queue or timeout <= 0:
             self._arm_expiry(session)
@@ -408,14 +450,23 @@ class SessionManager:
         self.waiting += 1
         return poll.deferred
 
+    @staticmethod
+    def _unwrite(session: Session) -> None:
+        """A long-poll after a stream: the events the stream wrote are queued
+        again (a poll's ``ack`` says which of them the client has)."""
+        session.queue.extendleft(reversed(session.replay))
+        session.replay.clear()
+        session.sent = session.forgotten
+
     def _take(self, session: Session, acking: bool) -> RawJSON:
         queue = session.queue
         if not queue:
             return EMPTY
         self.events_out += len(queue)
-        answer = events_json(queue)
+        answer = events_json(session.sent + 1, queue)
         if not acking:
-            session.forgotten = queue[-1][0]
+            session.sent += len(queue)
+            session.forgotten = session.sent
             queue.clear()
         return answer
 

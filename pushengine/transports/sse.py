@@ -25,7 +25,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from pushengine.errors import ApiError, UnknownSession
-from pushengine.events import utf8
+from pushengine.events import DROPPED, Fragment, utf8
 from pushengine.transports.guard import Guard, json_error
 
 log = Logger()
@@ -34,11 +34,13 @@ HEAD = b"retry: 3000\n\n"
 PING = b": ping\n\n"
 
 
-def sse_messages(events: Sequence[tuple]) -> bytes:
-    """One SSE message per queued ``(seq, key, fragment)`` event (the
-    fragment's bytes are shared by every stream that carries it)."""
-    return b"".join([b'id: %d\ndata: {"seq":%d,%s\n\n' % (e[0], e[0], utf8(e[2]))
-                     for e in events])
+def sse_messages(first: int, fragments: Sequence[Fragment]) -> bytes:
+    """One SSE message per queued event, numbered from ``first`` (the
+    fragments' bytes are shared by every stream that carries them)."""
+    if len(fragments) == 1 and fragments[0] is not DROPPED:
+        return b'id: %d\ndata: {"seq":%d,%b\n\n' % (first, first, fragments[0].utf8)
+    return b"".join([b'id: %d\ndata: {"seq":%d,%b\n\n' % (seq, seq, utf8(f))
+                     for seq, f in enumerate(fragments, first) if f is not DROPPED])
 
 
 class SseStream:
@@ -57,10 +59,10 @@ class SseStream:
         self.pinger: Any = None
 
     # -- Delivery ------------------------------------------------------------
-    def write(self, events: Sequence[tuple]) -> None:
+    def write(self, first: int, fragments: Sequence[Fragment]) -> None:
         if self.closed:
             return
-        self.request.write(sse_messages(events))
+        self.request.write(sse_messages(first, fragments))
         self.last_write = self.clock.seconds()
 
     def writable(self) -> bool:

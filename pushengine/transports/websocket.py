@@ -38,7 +38,7 @@ from wsproto.events import (
 from wsproto.handshake import H11Handshake
 from wsproto.utilities import RemoteProtocolError
 
-from pushengine.events import utf8
+from pushengine.events import DROPPED, Fragment, utf8
 from pushengine.transports.guard import Guard, json_error
 
 log = Logger()
@@ -56,11 +56,17 @@ def text_frame(payload: bytes) -> bytes:
     return struct.pack("!BBQ", 0x81, 127, n) + payload
 
 
-def events_frame(events: Sequence[tuple]) -> bytes:
-    """The ``events`` notification of queued ``(seq, key, fragment)`` events
+EVENTS_HEAD = b'{"jsonrpc":"2.0","method":"events","params":['
+
+
+def events_frame(first: int, fragments: Sequence[Fragment]) -> bytes:
+    """The ``events`` notification of queued events numbered from ``first``
     (the fragments' bytes are shared by every socket that carries them)."""
-    params = b",".join([b'{"seq":%d,%s' % (e[0], utf8(e[2])) for e in events])
-    return text_frame(b'{"jsonrpc":"2.0","method":"events","params":[' + params + b"]}")
+    if len(fragments) == 1 and fragments[0] is not DROPPED:
+        return text_frame(b'%b{"seq":%d,%b]}' % (EVENTS_HEAD, first, fragments[0].utf8))
+    params = b",".join([b'{"seq":%d,%b' % (seq, utf8(f))
+                        for seq, f in enumerate(fragments, first) if f is not DROPPED])
+    return text_frame(EVENTS_HEAD + params + b"]}")
 
 
 class WsConnection:
@@ -189,9 +195,9 @@ class WsConnection:
         self.sessions.resume_writing(session, self)
 
     # -- Delivery ------------------------------------------------------------------------
-    def write(self, events: Sequence[tuple]) -> None:
+    def write(self, first: int, fragments: Sequence[Fragment]) -> None:
         if not self.closed:
-            self.transport.write(events_frame(events))
+            self.transport.write(events_frame(first, fragments))
 
     def writable(self) -> bool:
         return not self.paused and not self.closed and self.transport is not None

@@ -51,7 +51,7 @@ class ResumerTests(SynchronousTestCase):
         self.gated.open()
         s1, s2 = self.successResultOf(first), self.successResultOf(second)
         self.assertIs(s1, s2)
-        self.assertEqual([e[0] for e in s1.queue], [2])
+        self.assertEqual([e[0] for e in self.b.engine.sessions.queued(s1)], [2])
         self.assertEqual(self.b.registry.counters["resumes"], 1)
 
     def test_a_poll_parked_meanwhile_gets_the_reset(self) -> None:
