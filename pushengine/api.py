@@ -156,8 +156,9 @@ class Api:
     def _count_online(self, session) -> None:
         """A session counts online from its creation and each time it polls
         or subscribes (once per period; never fails the caller)."""
-        d = self.online.touch(session.id, list(session.subs))
-        d.addErrback(lambda f: log.failure("counting a session online failed", f))
+        d = self.online.touch(session.id, session.subs.keys())
+        if not d.called:
+            d.addErrback(lambda f: log.failure("counting a session online failed", f))
 
     def session_create(self, caller: Any = None) -> str | Deferred:
         """``caller`` (a ``pushengine.caller.Caller``) says who asks: sessions

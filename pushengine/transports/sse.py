@@ -3,7 +3,8 @@
 The answer is ``text/event-stream``: ``retry: 3000``, then one message per
 event, ``id: <seq>`` and ``data: <the event JSON>`` (no ``event:`` field, so
 that every message reaches ``onmessage``), and a ``: ping`` comment after 15
-seconds of silence so that proxies keep the stream open. A browser that
+to 20 seconds of silence so that proxies keep the stream open (one sweep for
+all streams: ``heartbeat.py``). A browser that
 reconnects sends ``Last-Event-ID``; ``?last_event_id=N`` does the same by hand:
 the session then writes every later event again, once, in order (or one
 ``reset`` per view when N is older than its replay buffer).
@@ -27,6 +28,7 @@ from twisted.web.server import NOT_DONE_YET
 from pushengine.errors import ApiError, UnknownSession
 from pushengine.events import DROPPED, Fragment, utf8
 from pushengine.transports.guard import Guard, json_error
+from pushengine.transports.heartbeat import Heartbeat
 
 log = Logger()
 PING_INTERVAL = 15.0
@@ -48,15 +50,16 @@ class SseStream:
 
     streaming = True
 
-    def __init__(self, request: Any, clock: Any, sessions: Any) -> None:
+    def __init__(self, request: Any, clock: Any, sessions: Any,
+                 heartbeat: Heartbeat | None = None) -> None:
         self.request = request
         self.clock = clock
         self.sessions = sessions
+        self.heartbeat = heartbeat
         self.session: Any = None
         self.paused = False
         self.closed = False
         self.last_write = clock.seconds()
-        self.pinger: Any = None
 
     # -- Delivery ------------------------------------------------------------
     def write(self, first: int, fragments: Sequence[Fragment]) -> None:
@@ -97,24 +100,18 @@ class SseStream:
     # -- lifetime --------------------------------------------------------------
     def start(self, session: Any) -> None:
         self.session = session
-        self.pinger = self.clock.callLater(PING_INTERVAL, self._ping)
+        if self.heartbeat is not None:
+            self.heartbeat.add(self)
 
-    def _ping(self) -> None:
-        self.pinger = None
-        if self.closed:
-            return
-        idle = self.clock.seconds() - self.last_write
-        if idle >= PING_INTERVAL - 0.001:
-            if not self.paused:
-                self.request.write(PING)
-            self.last_write = self.clock.seconds()
-            idle = 0.0
-        self.pinger = self.clock.callLater(PING_INTERVAL - idle, self._ping)
+    def ping(self, now: float) -> None:
+        """Silent for the heartbeat's interval: a comment keeps proxies open."""
+        if not self.paused and not self.closed:
+            self.request.write(PING)
+        self.last_write = now
 
     def _stop_pinging(self) -> None:
-        if self.pinger is not None and self.pinger.active():
-            self.pinger.cancel()
-        self.pinger = None
+        if self.heartbeat is not None:
+            self.heartbeat.discard(self)
 
     def lost(self, _: Any = None) -> None:
         """The client went away: the session may expire from now on."""
@@ -150,6 +147,7 @@ class EventsResource(Resource):
         self.api = api
         self.guard = guard
         self.clock = clock
+        self.heartbeat = Heartbeat(clock, PING_INTERVAL)
 
     def render_OPTIONS(self, request: Any) -> bytes:
         self.guard.cors(request)
@@ -167,7 +165,7 @@ class EventsResource(Resource):
         last = _last_event_id(request)
         if isinstance(last, str):
             return json_error(request, 400, -32602, last)
-        stream = SseStream(request, self.clock, self.api.sessions)
+        stream = SseStream(request, self.clock, self.api.sessions, self.heartbeat)
         try:
             result = self.api.stream(sid, stream, last)
         except ApiError as e:

@@ -40,6 +40,7 @@ from wsproto.utilities import RemoteProtocolError
 
 from pushengine.events import DROPPED, Fragment, utf8
 from pushengine.transports.guard import Guard, json_error
+from pushengine.transports.heartbeat import Heartbeat
 
 log = Logger()
 PING_INTERVAL = 30.0
@@ -76,7 +77,7 @@ class WsConnection:
     streaming = True
 
     def __init__(self, conn: Any, dispatcher: Any, sessions: Any, clock: Any,
-                 max_message: int, request: Any) -> None:
+                 max_message: int, request: Any, heartbeat: Heartbeat | None = None) -> None:
         self.conn = conn
         self.dispatcher = dispatcher
         self.sessions = sessions
@@ -90,12 +91,15 @@ class WsConnection:
         self.closed = False
         self.parts: list[str] = []
         self.size = 0
-        self.pinger: Any = None
+        self.heartbeat = heartbeat
+        self.last_write = 0.0           # when the last ping went (events do not count)
 
     # -- the connection ----------------------------------------------------------
     def makeConnection(self, transport: Any) -> None:
         self.transport = transport
-        self.pinger = self.clock.callLater(PING_INTERVAL, self._ping)
+        if self.heartbeat is not None:
+            self.last_write = self.clock.seconds()
+            self.heartbeat.add(self)
 
     def dataReceived(self, data: bytes) -> None:
         try:
@@ -155,12 +159,11 @@ class WsConnection:
     def _send_json(self, value: Any) -> None:
         self._answer(json.dumps(value, separators=(",", ":")).encode())
 
-    def _ping(self) -> None:
-        self.pinger = None
-        if self.closed:
-            return
-        self.transport.write(self.conn.send(Ping(b"")))
-        self.pinger = self.clock.callLater(PING_INTERVAL, self._ping)
+    def ping(self, now: float) -> None:
+        """A ping frame every interval keeps the socket alive through proxies."""
+        self.last_write = now
+        if not self.closed:
+            self.transport.write(self.conn.send(Ping(b"")))
 
     def _close(self, code: int, reason: str) -> None:
         if self.closed:
@@ -174,9 +177,8 @@ class WsConnection:
 
     def connectionLost(self, reason: Any = None) -> None:
         self.closed = True
-        if self.pinger is not None and self.pinger.active():
-            self.pinger.cancel()
-        self.pinger = None
+        if self.heartbeat is not None:
+            self.heartbeat.discard(self)
         if self.session is not None:
             self.sessions.detach(self.session, self)
             self.session = None
@@ -234,6 +236,7 @@ class WebSocketResource(Resource):
         self.guard = guard
         self.clock = clock
         self.max_message = max_message
+        self.heartbeat = Heartbeat(clock, PING_INTERVAL)
 
     def render_GET(self, request: Any) -> bytes | int:
         refused = self.guard.refuse(request)
@@ -250,7 +253,7 @@ class WebSocketResource(Resource):
                               "a WebSocket upgrade is required (Upgrade: websocket)")
         accept = handshake.send(AcceptConnection())
         ws = WsConnection(handshake.connection, self.dispatcher, self.sessions, self.clock,
-                          self.max_message, request)
+                          self.max_message, request, self.heartbeat)
         ws.caller = self.guard.caller(request, ws)
         channel = request.channel
         transport = channel.transport
