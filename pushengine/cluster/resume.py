@@ -51,6 +51,9 @@ class Resumer:
         self._pending: dict[str, list[Deferred]] = {}
         # resumed session → the seq of its first reset
         self._fresh: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # subscribe under the client's key when binding again gives another
+        # (segments/reevaluate.py sets it; None: subscribe under the new key)
+        self.subscribe_as: Any = None
 
     def __call__(self, sid: Any, ack: int | None = None) -> Deferred:
         if not isinstance(sid, str) or not _SID.match(sid):
@@ -109,10 +112,17 @@ class Resumer:
                 if spec is None:
                     raise ParamError(f"the view {sub.view} is no longer declared")
                 bound = spec.bind(sub.params, session.user, sub.limit)
-                if bound.key != sub.key:
-                    log.warn("session {sid}: {old} is now keyed {new}", sid=sid[:8],
-                             old=sub.key, new=bound.key)
-                d = self.sessions.subscribe(session, bound)
+                # the record holds no contact digests: a view bound to
+                # $session.segments gets none (fail closed), under the key
+                # the client knows (docs/segments.md)
+                if bound.key != sub.key and self.subscribe_as is not None \
+                        and getattr(spec, "needs_segments", False):
+                    d = self.subscribe_as(session, bound, sub.key)
+                else:
+                    if bound.key != sub.key:
+                        log.warn("session {sid}: {old} is now keyed {new}", sid=sid[:8],
+                                 old=sub.key, new=bound.key)
+                    d = self.sessions.subscribe(session, bound)
             except (ParamError, LimitReached) as e:
                 log.warn("session {sid}: subscription {key} not resumed: {why}",
                          sid=sid[:8], key=sub.key, why=str(e))

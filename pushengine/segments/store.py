@@ -10,7 +10,13 @@ name -> JSON metadata). An upload writes to
 ``{prefix}segment:{NAME}:upload:{random}`` (with a TTL, so that a node dying
 in the middle leaves nothing behind for long) in chunks of one ``SADD`` each,
 several in flight (pipelined), and a Lua script swaps it in with ``RENAME``
-and writes the metadata in the same step. Membership of a session is one
+and writes the metadata in the same step, with the segment's version
+(``{prefix}segments:versions``, a hash: name -> a number raised by every
+upload and delete). Every node reads the versions each second
+(``poll``) and tells its listeners about segments whose version moved: the
+sessions subscribed there are re-evaluated (reevaluate.py) within a second
+of a change made on another node, and after Redis was out of reach too,
+which a publish/subscribe message would have lost. Membership of a session is one
 ``EVAL`` over every segment (``SISMEMBER`` of the session's few digests):
 O(1) per segment.
 
@@ -31,6 +37,7 @@ from typing import Any
 from twisted.application import service
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from pushengine.cluster.redis import (
@@ -39,6 +46,7 @@ from pushengine.cluster.redis import (
 log = Logger()
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+POLL_INTERVAL = 1.0      # seconds between two reads of the segments' versions
 IN_FLIGHT = 4            # SADD chunks sent and not answered yet, per upload
 UPLOAD_TTL = 3600        # seconds a half-written upload may linger in Redis
 
@@ -120,11 +128,17 @@ class MemorySegments(SegmentStore):
         return succeed(sorted(n for n, s in self.sets.items()
                               if any(d in s for d in digests)))
 
+    def members(self, name: str, groups: list[list[bytes]]) -> Deferred:
+        """For each group of a session's digests: is one in the segment?"""
+        found = self.sets.get(name, ())
+        return succeed([any(d in found for d in group) for group in groups])
+
     def health(self) -> dict:
         return {"kind": "memory", "up": True, "segments": len(self.meta)}
 
 
-# KEYS: upload set, segment set, metadata hash; ARGV: name, metadata JSON
+# KEYS: upload set, segment set, metadata hash, versions hash; ARGV: name,
+# metadata JSON -> the segment's new version
 COMMIT = """
 redis.call('UNLINK', KEYS[2])
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -132,13 +146,18 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('PERSIST', KEYS[2])
 end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-return 1
+return redis.call('HINCRBY', KEYS[4], ARGV[1], 1)
 """
-# KEYS: segment set, metadata hash; ARGV: name
+# KEYS: segment set, metadata hash, versions hash; ARGV: name -> the new
+# version, 0 when there was no such segment
 DELETE = """
 redis.call('UNLINK', KEYS[1])
-return redis.call('HDEL', KEYS[2], ARGV[1])
+if redis.call('HDEL', KEYS[2], ARGV[1]) == 1 then
+  return redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
+end
+return 0
 """
+MEMBERS_CHUNK = 10_000   # digests per SMISMEMBER
 # KEYS: metadata hash; ARGV: key prefix of the sets, digest, ... -> names
 MEMBER_OF = """
 local found = {}
@@ -215,9 +234,9 @@ class RedisUpload:
 
     def commit(self, meta: dict) -> Deferred:
         s = self.store
-        d = s.send("EVAL", COMMIT, 3, self.key, f"{s.prefix}segment:{self.name}",
-                   s.meta_key, self.name, json.dumps(meta))
-        return d.addCallback(lambda _: s.changed(self.name))
+        d = s.send("EVAL", COMMIT, 4, self.key, f"{s.prefix}segment:{self.name}",
+                   s.meta_key, s.versions_key, self.name, json.dumps(meta))
+        return d.addCallback(lambda version: s.changed_here(self.name, version))
 
     def abort(self) -> Deferred:
         d = self.store.send("UNLINK", self.key)
@@ -234,6 +253,11 @@ class RedisSegments(SegmentStore, service.Service):
         self.url = parse_redis_url(url) if isinstance(url, str) else url
         self.prefix = self.url.prefix
         self.meta_key = f"{self.prefix}segments"
+        self.versions_key = f"{self.prefix}segments:versions"
+        self.seen: dict[str, int] | None = None     # versions last seen (None: not polled yet)
+        self.poll_interval = POLL_INTERVAL
+        self._poller = LoopingCall(self.poll)
+        self._poller.clock = reactor
         self._proto: Any = None
         self._error: str | None = None
         endpoint = endpoint if endpoint is not None else self._endpoint()
@@ -251,11 +275,46 @@ class RedisSegments(SegmentStore, service.Service):
     def startService(self) -> None:
         super().startService()
         self._client.startService()
+        self._poller.start(self.poll_interval, now=False).addErrback(
+            lambda f: log.failure("polling segment versions stopped", f))
 
     def stopService(self) -> Deferred:
         super().stopService()
+        if self._poller.running:
+            self._poller.stop()
         self._proto = None
         return self._client.stopService()
+
+    # -- changes made by other nodes ---------------------------------------------
+    def changed_here(self, name: str, version: Any) -> None:
+        """This node uploaded or deleted ``name``: note its new version (so
+        that the poll does not report it again) and tell the listeners."""
+        if self.seen is not None and version:
+            self.seen[name] = int(version)
+        self.changed(name)
+
+    def poll(self) -> Deferred:
+        """Read every segment's version; tell the listeners about the
+        segments whose version moved since the last poll (uploaded or
+        deleted by another node, or while Redis was out of reach). The
+        first poll reports every segment: a session may have read its
+        segments before it (a session resumed at start-up), and a change
+        that reaches nobody costs a scan. Never fails: Redis down is retried
+        at the next tick."""
+        d = self.send("HGETALL", self.versions_key)
+
+        def read(flat: Any) -> None:
+            items = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2])
+            versions = {_text(k): int(v) for k, v in items}
+            seen, self.seen = self.seen or {}, versions
+            for name in sorted(set(seen) | set(versions)):
+                if seen.get(name) != versions.get(name):
+                    self.changed(name)
+
+        def failed(f: Any) -> None:
+            if not f.check(SegmentsUnavailable):
+                log.failure("reading segment versions failed", f)
+        return d.addCallbacks(read, failed)
 
     def _prepare(self, proto: Any) -> Deferred:
         d = succeed(None)
@@ -313,12 +372,13 @@ class RedisSegments(SegmentStore, service.Service):
         return self.send("HGETALL", self.meta_key).addCallback(decode)
 
     def delete(self, name: str) -> Deferred:
-        d = self.send("EVAL", DELETE, 2, f"{self.prefix}segment:{name}", self.meta_key, name)
+        d = self.send("EVAL", DELETE, 3, f"{self.prefix}segment:{name}", self.meta_key,
+                      self.versions_key, name)
 
-        def deleted(n: Any) -> bool:
-            if int(n):
-                self.changed(name)
-            return bool(int(n))
+        def deleted(version: Any) -> bool:
+            if int(version):
+                self.changed_here(name, version)
+            return bool(int(version))
         return d.addCallback(deleted)
 
     def segments_of(self, digests: list[bytes]) -> Deferred:
@@ -326,6 +386,25 @@ class RedisSegments(SegmentStore, service.Service):
             return succeed([])
         d = self.send("EVAL", MEMBER_OF, 1, self.meta_key, f"{self.prefix}segment:", *digests)
         return d.addCallback(lambda names: sorted(names or []))
+
+    def members(self, name: str, groups: list[list[bytes]]) -> Deferred:
+        """For each group of a session's digests: is one in the segment?
+        One SMISMEMBER per MEMBERS_CHUNK digests, all sent at once."""
+        flat = [d for group in groups for d in group]
+        key = f"{self.prefix}segment:{name}"
+        chunks = [self.send("SMISMEMBER", key, *flat[i:i + MEMBERS_CHUNK])
+                  for i in range(0, len(flat), MEMBERS_CHUNK)]
+
+        def regroup(answers: list) -> list[bool]:
+            hits = [int(a) == 1 for answer in answers for a in answer]
+            out, at = [], 0
+            for group in groups:
+                out.append(any(hits[at:at + len(group)]))
+                at += len(group)
+            return out
+        from twisted.internet.defer import FirstError, gatherResults
+        return gatherResults(chunks, consumeErrors=True).addCallback(regroup).addErrback(
+            lambda f: f.value.subFailure if f.check(FirstError) else f)
 
     def health(self) -> dict:
         return {"kind": "redis", "up": self._proto is not None, "error": self._error}
@@ -335,6 +414,10 @@ def build_segments(reactor: Any, redis_url: str | None) -> SegmentStore:
     if redis_url:
         return RedisSegments(reactor, redis_url)
     return MemorySegments()
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def now() -> float:

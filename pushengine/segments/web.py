@@ -11,7 +11,10 @@
 - ``DELETE /api/segments/NAME``: 200 ``{"deleted": true}``, 404 when absent.
 
 Who may: as for ``/api/publish`` (Bearer publish key, or without one loopback
-clients only, never a request with an Origin).
+clients only, never a request with an Origin). An upload is judged as soon
+as its headers are in (``upload_request_factory``): a refused one is
+answered 401/403 before any of its body is spooled, its body is read and
+dropped, and the connection closes.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from twisted.web.server import NOT_DONE_YET
 
 from pushengine.segments.parse import HASHES, SegmentError, read_segment
 from pushengine.segments.store import SegmentsUnavailable, valid_name
+from pushengine.web.request import SEGMENT_UPLOADS, LimitedRequest
 
 log = Logger()
 MAX_UPLOADS = 2          # uploads a node works on at once
@@ -36,6 +40,47 @@ def _answer(request: Any, status: int, value: Any) -> bytes:
     request.setHeader(b"content-type", b"application/json")
     request.setHeader(b"cache-control", b"no-store")
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+class UploadGuard:
+    """Mixed into the site's LimitedRequest: a ``POST /api/segments/NAME``
+    whose caller may not upload is answered once its headers are in, before
+    twisted.web spools a byte of its (up to 1 GiB) body. The answer says
+    ``Connection: close``; the body that follows is read and dropped (as
+    LimitedRequest does for a 413) and the connection is closed after it."""
+
+    segments: "SegmentsResource"
+
+    def gotLength(self, length: int | None) -> None:
+        channel = self.channel
+        if not self.body_too_large and channel is not None \
+                and getattr(channel, "_command", b"") == b"POST" \
+                and getattr(channel, "_path", b"").startswith(SEGMENT_UPLOADS):
+            try:
+                refused = self.segments.refusal(self)
+            except Exception:
+                log.failure("judging a segment upload failed")
+                refused = (500, {"error": {"code": "internal", "message": "internal error"}},
+                           {})
+            if refused is not None:
+                self._refuse_early(*refused)
+                length = 0
+        super().gotLength(length)
+
+    def _refuse_early(self, status: int, body: dict, headers: dict) -> None:
+        self.body_too_large = True      # LimitedRequest: drop the body, then close
+        self.requestHeaders.removeHeader(b"expect")   # a final answer: no 100 Continue
+        transport = self.channel.transport
+        if transport is None:
+            return
+        data = json.dumps(body, separators=(",", ":")).encode()
+        reason = {401: b"Unauthorized", 403: b"Forbidden"}.get(status, b"Error")
+        extra = b"".join(b"%s: %s\r\n" % (k.encode("latin-1").title(), v.encode("latin-1"))
+                         for k, v in headers.items())
+        transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                        b"Cache-Control: no-store\r\n%sContent-Length: %d\r\n"
+                        b"Connection: close\r\n\r\n" % (status, reason, extra, len(data))
+                        + data)
 
 
 class SegmentsResource(Resource):
@@ -54,15 +99,27 @@ class SegmentsResource(Resource):
         path = request.path.decode("utf-8", "replace")
         return path[len("/api/segments/"):] if path.startswith("/api/segments/") else None
 
-    def _refused(self, request: Any) -> bytes | None:
+    def refusal(self, request: Any) -> tuple[int, dict, dict] | None:
+        """None when the caller may use /api/segments, else the answer."""
         refused = self.web.publisher.refusal(self.web.guard.caller(request))
+        if refused is None:
+            return None
+        status, body, headers = refused
+        body = {"error": {"code": "not_authorized", "message": body.get("error", "refused")}}
+        return status, body, headers
+
+    def _refused(self, request: Any) -> bytes | None:
+        refused = self.refusal(request)
         if refused is None:
             return None
         status, body, headers = refused
         for name, value in headers.items():
             request.setHeader(name.encode(), value.encode())
-        body = {"error": {"code": "not_authorized", "message": body.get("error", "refused")}}
         return _answer(request, status, body)
+
+    def request_factory(self, base: type[LimitedRequest]) -> type[LimitedRequest]:
+        """``base`` (the site's request class) judging uploads early."""
+        return type("SegmentGuardedRequest", (UploadGuard, base), {"segments": self})
 
     def render(self, request: Any) -> Any:
         method = request.method

@@ -180,10 +180,13 @@ def test_index_links_to_every_example(engine, page):
     open_page(page, engine, "/examples/")
     wait_ids(page, [1])
     page.wait_for_function("() => /online/.test(document.getElementById('online').textContent)")
-    links = page.eval_on_selector_all(".pe-examples a", "els => els.map((a) => a.getAttribute('href'))")
+    links = page.eval_on_selector_all(".pe-examples a:not([data-tool])",
+                                      "els => els.map((a) => a.getAttribute('href'))")
     assert links == ["/examples/live.html", "/examples/recent.html", "/examples/user.html",
                      "/examples/search.html", "/examples/similar.html",
                      "/examples/notifications.html"]
+    tools = page.eval_on_selector_all(".pe-tools a", "els => els.map((a) => a.getAttribute('href'))")
+    assert tools == ["/examples/segments.html"]
     for href in links:
         page.goto(engine.base + href)
         page.wait_for_selector('#status[data-state="connected"]')

@@ -38,9 +38,10 @@ PAGES: dict[str, dict] = {
 
 
 def linked_pages() -> list[str]:
-    """The example pages: the index and every page it links to."""
+    """The example pages: the index and every page it links to (tools such
+    as the segment upload page, marked ``data-tool``, push nothing)."""
     html = (ROOT / "static" / "examples" / "index.html").read_text("utf-8")
-    links = re.findall(r'<a href="(/examples/[^"?#]+\.html)"', html)
+    links = re.findall(r'<a href="(/examples/[^"?#]+\.html)"(?! data-tool)', html)
     return ["/examples/", *dict.fromkeys(links)]
 
 

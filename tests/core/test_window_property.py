@@ -331,3 +331,176 @@ def test_similar_replay_equals_truth(seed, subs, ops, ack, partial, indexed):
                 last_seq[session.id] = e["seq"]
             assert replica.ordered() == similar_truth(view, params, objects, limit), \
                 (view, params)
+
+
+# -- audience segments (SPEC section 15) ------------------------------------------
+#
+# Objects carry random ``audience`` values (names, lists, junk); sessions have
+# a phone that is in some generated segments; segments are uploaded again and
+# deleted between changes, which re-evaluates the subscribed sessions. After
+# every step each client's copy equals the truth for the session's segments
+# of that moment, and no object a session is shown (initial state, insert,
+# update, reset) is aimed at a segment the session is not in.
+
+from pushengine.segments.reevaluate import Reevaluator  # noqa: E402
+from pushengine.segments.store import MemorySegments  # noqa: E402
+from pushengine.segments.targeting import contact_digests  # noqa: E402
+
+SEGMENT_NAMES = ["s0", "s1", "s2"]
+AUDIENCE_VIEWS = {
+    "Aud": {"type": "Stream", "params": ["limit"], "where": {"audience": "$session.segments"},
+            "order": "-score", "limit": {"default": 3, "max": 10}},
+    "AudLive": {"type": "Stream", "params": ["limit"],
+                "where": {"audience": "$session.segments", "live": True},
+                "order": "score", "limit": {"default": 3, "max": 10}},
+    "InS1": {"type": "Stream", "params": ["limit"], "where": {"in_segment": "s1"},
+             "order": "-score", "limit": {"default": 3, "max": 10}},
+    "Live": {"type": "Stream", "params": ["limit"], "where": {"live": True},
+             "order": "-score", "limit": {"default": 3, "max": 10}},
+}
+
+
+def phone(i: int) -> str:
+    return f"7999000000{i}"
+
+
+def reaches_truth(obj: dict, segments: set) -> bool:
+    """Who an object is shown to, written out again: untargeted objects to
+    everybody, a name or a non-empty list of names to their members, any
+    other audience to nobody."""
+    a = obj.get("audience")
+    if a is None:
+        return True
+    if type(a) is str:
+        return a in segments
+    if type(a) is list and len(a) > 0 and all(type(x) is str for x in a):
+        return bool(set(a) & segments)
+    return False
+
+
+def audience_truth(view: str, segments: set, objects: dict, limit: int) -> list[dict]:
+    def ok(o: dict) -> bool:
+        if o.get("public") is not True:
+            return False
+        untargeted = o.get("audience") is None
+        if view == "Aud":
+            return reaches_truth(o, segments)
+        if view == "AudLive":
+            return reaches_truth(o, segments) and o.get("live") is True
+        if view == "InS1":
+            return "s1" in segments and untargeted
+        if view == "Live":
+            return untargeted and o.get("live") is True
+        raise AssertionError(view)
+    order = AUDIENCE_VIEWS[view]["order"]
+    found = sorted((o for o in objects.values() if ok(o)),
+                   key=lambda o: truth_key(o, "score"), reverse=order.startswith("-"))
+    return found[:limit]
+
+
+audiences_st = st.sampled_from([
+    "s0", "s1", "s2", "nobody", ["s0"], ["s1", "s2"], ["s2", "x"], [], ["s0", 3], 5, 0,
+    True, {"s0": 1}, "", [None], None])
+audience_objects_st = st.fixed_dictionaries({
+    "id": st.integers(0, 9),
+    "score": st.one_of(st.none(), st.integers(0, 4)),
+    "live": st.booleans(),
+}, optional={"public": st.sampled_from([True, True, True, False, None]),
+             "audience": audiences_st})
+members_st = st.frozensets(st.integers(0, 3))
+audience_ops_st = st.lists(st.one_of(
+    st.tuples(st.just("upsert"), audience_objects_st),
+    st.tuples(st.just("delete"), st.integers(0, 9)),
+    st.tuples(st.just("retarget"), st.tuples(st.integers(0, 9), audiences_st)),
+    st.tuples(st.just("segment"), st.tuples(st.sampled_from(SEGMENT_NAMES),
+                                            st.one_of(st.none(), members_st))),
+), min_size=1, max_size=40)
+audience_subs_st = st.lists(st.tuples(
+    st.sampled_from(sorted(AUDIENCE_VIEWS)), st.one_of(st.none(), st.integers(0, 3)),
+    st.integers(1, 4)), min_size=1, max_size=8)
+
+
+def _shown(event: dict) -> list[dict]:
+    """The object states an event shows (a delete's is one already shown)."""
+    if event["action"] in ("insert", "update"):
+        return [event["obj"]]
+    if event["action"] == "reset":
+        return list(event["obj"])
+    return []
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.lists(audience_objects_st, max_size=10),
+       segments=st.fixed_dictionaries({n: members_st for n in SEGMENT_NAMES}),
+       subs=audience_subs_st, ops=audience_ops_st, ack=st.booleans())
+def test_audience_replay_equals_truth_and_never_leaks(seed, segments, subs, ops, ack):
+    engine, clock = make_engine(AUDIENCE_VIEWS, max_queue=10_000)
+    store = MemorySegments()
+    Reevaluator(engine.sessions, store)
+    members = {n: set(m) for n, m in segments.items()}
+
+    def upload(name, who):
+        if who is None:
+            _result(store.delete(name))
+            members.pop(name, None)
+            return
+        up = store.begin(name)
+        up.add([contact_digests({"phone": phone(i)})[0] for i in who])
+        _result(up.commit({"valid": len(who)}))
+        members[name] = set(who)
+
+    for name, who in segments.items():
+        upload(name, who)
+    objects = {o["id"]: o for o in seed}
+    engine.apply_changes([upsert(o) for o in seed])
+
+    def segments_of(contact):
+        return {n for n, who in members.items() if contact is not None and contact in who}
+
+    clients = []
+    for view, contact, limit in subs:
+        session = engine.sessions.create()
+        session.segment_hashes = contact_digests({"phone": phone(contact)}) \
+            if contact is not None else ()
+        found = _result(store.segments_of(list(session.segment_hashes)))
+        assert set(found) == segments_of(contact)
+        bound = engine.catalog.views[view].bind({}, None, limit, segments=found)
+        key, state = _result(engine.sessions.subscribe(session, bound))
+        for o in state:
+            assert reaches_truth(o, segments_of(contact)), (view, o)
+        replica = Replica(state, AUDIENCE_VIEWS[view]["order"], limit)
+        assert replica.ordered() == audience_truth(view, segments_of(contact), objects, limit)
+        clients.append((session, key, replica, view, contact, limit))
+
+    last_seq: dict = {}
+    for op, arg in ops:
+        if op == "upsert":
+            objects[arg["id"]] = arg
+            engine.apply_changes([upsert(arg)])
+        elif op == "delete":
+            objects.pop(arg, None)
+            engine.apply_changes([delete(arg)])
+        elif op == "retarget":
+            id_, audience = arg
+            if id_ not in objects:
+                continue
+            o = {k: v for k, v in objects[id_].items() if k != "audience"}
+            if audience is not None:
+                o["audience"] = audience
+            objects[id_] = o
+            engine.apply_changes([upsert(o)])
+        else:
+            upload(*arg)
+        clock.advance(0)
+        for session, key, replica, view, contact, limit in clients:
+            now = segments_of(contact)
+            raw = engine.sessions.get_events(session, 0, last_seq.get(session.id) if ack else None)
+            for e in decode(raw):
+                if ack and e["seq"] <= last_seq.get(session.id, 0):
+                    continue
+                assert e["key"] == key
+                for o in _shown(e):
+                    assert reaches_truth(o, now), (view, now, e)
+                replica.apply(e)
+                last_seq[session.id] = e["seq"]
+            assert replica.ordered() == audience_truth(view, now, objects, limit), (view, now)

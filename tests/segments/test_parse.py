@@ -151,3 +151,63 @@ def test_prehashed_values(algorithm):
 def test_a_wrong_hash_name_is_refused():
     e, _ = upload(b"phone\n1\n", hashed="sha1")
     assert e.code == "bad_request"
+
+
+# -- the fast path (blocks split with str.split) reads what csv.reader reads ----------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from pushengine.segments import parse as parse_module  # noqa: E402
+
+_plain = st.sampled_from([
+    "79995551111", "+7 (999) 555-11-12", "89995551111", "", " ", "x", "A@B.ru", "a@b",
+    "ё@ж.рф", "e@f.ru ", "79995551111", "1" * 40, "7999555111\t5", "abcdef0123456789" * 2])
+_odd = st.sampled_from(['"7999555 1113"', '"a,b@c.ru"', '""', "7999\r5551114", "c@d.ru\r",
+                        "\x00"])
+_cells = st.one_of(_plain, _plain, _plain, _plain, _plain, _plain, _plain, _odd)
+_lines = st.lists(st.lists(_cells, min_size=0, max_size=4).map(",".join), max_size=40)
+_endings = st.sampled_from(["\n", "\r\n", "\r"])
+
+
+def _csv_only(monkeypatch, data: bytes, **kw):
+    """The same file read by csv.reader alone (the reference)."""
+    def everything_to_csv(self):
+        self.left, self.done = self.text.read(), True
+    with monkeypatch.context() as m:
+        m.setattr(parse_module._Batches, "run", everything_to_csv)
+        return upload(data, **kw)
+
+
+def _same(a, b):
+    (ca, ka), (cb, kb) = a, b
+    if isinstance(ca, SegmentError):
+        assert isinstance(cb, SegmentError) and (ca.code, ca.line) == (cb.code, cb.line)
+    else:
+        assert ca == cb and ka == kb
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(header=st.sampled_from(["phone,email", "email,name,phone", "name,phone", "email"]),
+       lines=_lines, ending=st.sampled_from(["\n", "\r\n"]), odd=_endings,
+       block=st.integers(1, 64), last=st.booleans(), hashed=st.booleans())
+def test_fast_path_reads_what_csv_reads(monkeypatch, header, lines, ending, odd, block,
+                                        last, hashed):
+    text = header + ending + "".join(line + (odd if i % 7 == 6 else ending)
+                                     for i, line in enumerate(lines))
+    if not last and text.endswith(ending):
+        text = text[:-len(ending)]
+    data = text.encode("utf-8")
+    kw = {"hashed": "md5"} if hashed else {}
+    monkeypatch.setattr(parse_module, "BLOCK", block)    # many blocks, cut anywhere
+    _same(upload(data, **kw), _csv_only(monkeypatch, data, **kw))
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_fast_path_on_a_large_plain_file(monkeypatch, ending):
+    rows = "".join(f"User{i}@Example.com,+7 999 {i:07d}{ending}" for i in range(30_000))
+    data = ("email,phone" + ending + rows + 'x,"79990000001"' + ending).encode()
+    fast = upload(data)
+    assert fast[0].valid == 60_000 and fast[0].rows == 30_001
+    _same(fast, _csv_only(monkeypatch, data))
