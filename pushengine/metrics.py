@@ -104,6 +104,21 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
     ("presence", "leaves"): (COUNTER, None, "Users announced as leaving a presence view"),
     ("presence", "errors"): (COUNTER, None, "Presence reads and writes in the cache that "
                                             "failed"),
+    # the operator's view (--admin-key)
+    ("admin", "stats_published"): (COUNTER, None, "NodeStats objects this node published "
+                                                  "through the feed"),
+    ("admin", "stats_failed"): (COUNTER, None, "NodeStats publications the feed refused"),
+    ("admin", "stats_received"): (COUNTER, None, "NodeStats objects of every node received, "
+                                                 "signed with the admin key"),
+    ("admin", "stats_forged"): (COUNTER, None, "NodeStats objects ignored: not signed with "
+                                               "this node's admin key"),
+    ("admin", "stats_ignored"): (COUNTER, None, "NodeStats objects dropped by a node without "
+                                                "--admin-key"),
+    ("admin", "key_refusals"): (COUNTER, None, "admin.* calls refused for a wrong or missing "
+                                               "admin key"),
+    ("admin", "events_delivered"): (COUNTER, None, "Statistics events queued to admin pages"),
+    ("admin", "nodes"): (GAUGE, None, "Nodes whose statistics the admin hub holds"),
+    ("admin", "pages"): (GAUGE, None, "Sessions of admin pages subscribed to the statistics"),
     # per-client limits
     ("clients", "rate_limited"): (COUNTER, None, "Requests refused because their client passed "
                                                  "--client-rate"),

@@ -17,8 +17,9 @@ on any node, is.
   view's list: a client applying events to its state ignores them.
 
 Across nodes, each node writes its own members of each room into the cache
-(memcached with ``--memcache``, the in-process store otherwise) under one
-key per room, ``{node: [time, [users]]}``, updated with gets/cas: when its
+(memcached with ``--memcache``; Redis with ``--redis`` alone; the in-process
+store otherwise) under one key per room, ``{node: [time, [users]]}``,
+updated with gets/cas (in Redis: one hash per room, a field per node): when its
 members change (at the next tick) and every ``heartbeat`` seconds while it
 has any. An entry older than ``ttl`` (a node that died) no longer counts.
 Each node reads the rooms its ``presence: true`` subscribers watch every
@@ -33,7 +34,8 @@ import json
 from collections import Counter
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.application import service
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -106,6 +108,131 @@ class PresenceStore:
         self.reads += 1
         d = self.cache.get(self.key(room))
         return d.addCallback(lambda v: {n: e[1] for n, e in self._fresh(v).items()})
+
+
+class RedisPresenceStore(service.Service):
+    """Each node's members of each room in Redis (``--redis`` without
+    ``--memcache``): one hash per room, ``{prefix}presence:{sha1}``, whose
+    field per node holds ``[time, [users]]``. A node writes only its own
+    field (HSET, or HDEL when it has nobody there), so no compare-and-set is
+    needed; the hash expires ``2 * ttl`` after the last write. Connections
+    as in pushengine/cluster/redis.py; Redis down: reads and writes fail at
+    once (the Presence class then answers what this node knows)."""
+
+    kind = "redis"
+
+    def __init__(self, reactor: Any, url: Any, node_id: str, ttl: float = 30.0,
+                 endpoint: Any = None) -> None:
+        from twisted.application.internet import ClientService, backoffPolicy
+
+        from pushengine.cluster.redis import (
+            _CommandProtocol, _Factory, _ObservedEndpoint, parse_redis_url, redis_endpoint)
+        self.clock = reactor
+        self.url = parse_redis_url(url) if isinstance(url, str) else url
+        self.node_id = node_id
+        self.ttl = ttl
+        self.prefix = f"{self.url.prefix}presence:"
+        self.writes = self.reads = self.errors = 0
+        self._proto: Any = None
+        self._error: str | None = None
+        timeout = self.url.timeout
+        self._client = ClientService(
+            _ObservedEndpoint(endpoint or redis_endpoint(reactor, self.url), self._connect_failed),
+            _Factory(lambda: _CommandProtocol(reactor, timeout)),
+            retryPolicy=backoffPolicy(initialDelay=0.2, maxDelay=5.0), clock=reactor,
+            prepareConnection=self._prepare)
+
+    def startService(self) -> None:
+        super().startService()
+        self._client.startService()
+
+    def stopService(self) -> Deferred:
+        super().stopService()
+        self._proto = None
+        return self._client.stopService()
+
+    def _prepare(self, proto: Any) -> Deferred:
+        d: Deferred = succeed(None)
+        if self.url.password is not None:
+            creds = [self.url.username, self.url.password] if self.url.username else [
+                self.url.password]
+            d.addCallback(lambda _: proto.execute_command("AUTH", *creds))
+        d.addCallback(lambda _: proto.execute_command("SELECT", self.url.db))
+
+        def ready(_: Any) -> None:
+            self._proto = proto
+            self._error = None
+            proto.whenDisconnected().addCallback(lambda _: self._lost(proto))
+        return d.addCallback(ready)
+
+    def _lost(self, proto: Any) -> None:
+        if proto is self._proto:
+            self._proto = None
+            self._error = "the connection to Redis was lost"
+
+    def _connect_failed(self, failure: Any) -> None:
+        self._error = f"cannot connect to Redis: {failure.getErrorMessage()}"
+
+    def whenReady(self) -> Deferred:
+        """Fires once connected (tests)."""
+        return self._client.whenConnected().addCallback(lambda _: None)
+
+    def _send(self, *args: Any) -> Deferred:
+        proto = self._proto
+        if proto is None:
+            return fail(PresenceUnavailable(self._error or "Redis is not connected"))
+        try:
+            return proto.execute_command(*args)
+        except Exception as e:
+            return fail(PresenceUnavailable(str(e)))
+
+    def key(self, room: str) -> str:
+        return self.prefix + hashlib.sha1(room.encode("utf-8")).hexdigest()
+
+    def write(self, room: str, users: list) -> Deferred:
+        """Set this node's members of ``room`` (none: remove its field)."""
+        self.writes += 1
+        key = self.key(room)
+        if not users:
+            return self._send("HDEL", key, self.node_id).addCallback(lambda _: None)
+        value = _encode([self.clock.seconds(), users]).decode("utf-8")
+        d = self._send("HSET", key, self.node_id, value)
+        d.addCallback(lambda _: self._send("PEXPIRE", key, int(self.ttl * 2000) + 1000))
+        return d.addCallback(lambda _: None)
+
+    def read(self, room: str) -> Deferred:
+        """Fire with ``{node: [users]}`` of the fresh fields of ``room``."""
+        self.reads += 1
+
+        def fresh(flat: Any) -> dict[str, list]:
+            pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2])
+            oldest = self.clock.seconds() - self.ttl
+            out = {}
+            for node, raw in pairs:
+                try:
+                    when, users = json.loads(raw)
+                except (TypeError, ValueError):
+                    continue
+                if isinstance(when, (int, float)) and when >= oldest and isinstance(users, list):
+                    out[str(node)] = users
+            return out
+        return self._send("HGETALL", self.key(room)).addCallback(fresh)
+
+    def health(self) -> dict[str, Any]:
+        return {"kind": "redis", "up": self._proto is not None, "error": self._error}
+
+
+class PresenceUnavailable(Exception):
+    """Presence cannot reach its store (Redis down)."""
+
+
+def build_presence_store(cache: Any, node_id: str, clock: IReactorTime,
+                         memcache: str | None = None, redis: str | None = None) -> Any:
+    """Where presence lives: memcached with ``--memcache``, else Redis with
+    ``--redis``, else the in-process cache (one node)."""
+    if redis and not memcache:
+        return RedisPresenceStore(clock, redis, node_id)
+    return PresenceStore(cache, node_id, clock)
 
 
 def _encode(value: Any) -> bytes:

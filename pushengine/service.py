@@ -120,13 +120,14 @@ class Node:
         self._segments()
         self._webhooks()
         self._presence()
+        self._admin()
         self.rpc_errors: dict[int, int] = {}
         self.call_rate = CallRate(reactor, options["client-rate"])
         try:
             # a view alias that takes a built-in name, or one that --namespace
             # would give twice, is a usage error
             methods = method_table([self.api.methods(), self.bloom_methods.methods(),
-                                    self.presence.methods()],
+                                    self.presence.methods(), self.admin_methods.methods()],
                                    self.catalog, options.get("namespace"))
         except ViewDefinitionError as e:
             raise usage.UsageError(self._views_error(e)) from None
@@ -142,6 +143,9 @@ class Node:
                           ApiKeys.from_options(options["api-key"], options["api-keys"]),
                           options["publish-key"], options["cors-origin"],
                           self.catalog.id_fields, clients, self._streams(clients))
+        if self.admin_hub is not None:
+            from pushengine.admin.page import AdminPage
+            self.web.admin = AdminPage()
         from pushengine.segments.web import SegmentsResource
         self.web.segments = SegmentsResource(self.segments, self.web, reactor,
                                              options["segment-min"])
@@ -175,14 +179,45 @@ class Node:
                             seen=self.engine.registry.seen)
 
     def _presence(self) -> None:
-        """Who is online in each view, shared through the cache (SPEC 16)."""
-        from pushengine.presence import Presence, PresenceStore
-        self.presence = Presence(self.engine, PresenceStore(self.cache, self.options["node-id"],
-                                                            self.reactor),
-                                 self.reactor, with_session=self.api._with_session)
+        """Who is online in each view, shared through memcached or Redis (SPEC 16)."""
+        from pushengine.presence import Presence, build_presence_store
+        try:
+            store = build_presence_store(self.cache, self.options["node-id"], self.reactor,
+                                         self.options["memcache"], self.options["redis"])
+        except ValueError as e:
+            raise usage.UsageError(f"--redis: {e}") from None
+        self.presence = Presence(self.engine, store, self.reactor,
+                                 with_session=self.api._with_session)
         self.api.hooks.append(self.presence)
         self.engine.sessions.expire_hooks.append(self.presence.expired)
         self.sources["presence"] = self.presence
+
+    def _admin(self) -> None:
+        """``/admin/`` and the admin.* methods (SPEC 16): with ``--admin-key``
+        a hub of every node's statistics and this node's publisher of them;
+        without it the methods answer "closed". The feed's sink keeps the
+        statistics away from the engine either way."""
+        from pushengine.admin.hub import AdminHub, AdminSink
+        from pushengine.admin.methods import AdminKey, AdminMethods
+        from pushengine.admin.stats import StatsPublisher
+        key = self.options["admin-key"]
+        self.admin_hub = self.stats_publisher = None
+        if key:
+            self.admin_hub = AdminHub(self.engine.sessions, self.reactor,
+                                      key.encode("utf-8", "surrogateescape"))
+            self.api.hooks.append(self.admin_hub)
+            self.engine.sessions.expire_hooks.append(self.admin_hub.expired)
+            self.stats_publisher = StatsPublisher(self.options["node-id"], self.engine,
+                                                  self.feed, self.admin_hub, self.reactor,
+                                                  self.health)
+        self.sink = AdminSink(self.engine, self.admin_hub)
+        self.admin_key = AdminKey(key, self.reactor)
+        from pushengine.admin.stats import AdminFigures
+        self.sources["admin"] = AdminFigures(self.sink, self.admin_hub, self.stats_publisher,
+                                             self.admin_key)
+        self.admin_methods = AdminMethods(
+            self.admin_key, self.admin_hub, self.api, self.feed, self.catalog.id_fields,
+            self.options["node-id"], self.cluster.registry if self.cluster is not None else None)
 
     def _webhooks(self) -> None:
         """With ``--webhook-url``: a signed POST per session event (SPEC 16)."""
@@ -213,6 +248,11 @@ class Node:
             raise usage.UsageError(f"--redis: {e}") from None
         self.api.segments = self.segments
         self.sources["segments"] = self.segments
+        # an upload or delete (here, or on another node) moves subscribed sessions
+        from pushengine.segments.reevaluate import Reevaluator
+        self.reevaluator = Reevaluator(self.engine.sessions, self.segments)
+        if self.cluster is not None:
+            self.cluster.resume.subscribe_as = self.reevaluator.subscribe_as
 
     def _admit(self, caller: Any, calls: int) -> float:
         """The call rate per client address (0: go ahead, else seconds to wait)."""
@@ -294,6 +334,11 @@ class Node:
         report["bloom"] = self.bloom.health()
         if self.webhooks is not None:
             report["webhooks"] = self.webhooks.health()
+        store = getattr(self.presence, "store", None)
+        if getattr(store, "health", None) is not None:
+            report["presence"] = store.health()
+        if getattr(self.segments, "health", None) is not None:
+            report["segments"] = self.segments.health()
         redis = self.sources.get("redis")
         report["redis"] = redis.health() if redis is not None else {"up": False,
                                                                     "kind": "none"}
@@ -323,6 +368,8 @@ class Node:
         site.access_log = bool(self.options["access-log"])
         site.requestFactory = limited_request_factory(self.options["max-body"],
                                                       self.options["max-segment-body"])
+        # a segment upload is judged before its body is spooled (SPEC 15)
+        site.requestFactory = self.web.segments.request_factory(site.requestFactory)
         site.displayTracebacks = False
         site.noisy = False
         return site
@@ -337,7 +384,7 @@ class Node:
             self.bloom.setServiceParent(self.services)
         if isinstance(self.segments, service.Service):
             self.segments.setServiceParent(self.services)
-        FeedService(self.feed, self.engine).setServiceParent(self.services)
+        FeedService(self.feed, self.sink).setServiceParent(self.services)
         strports.service(options["port"], self.http_factory(), reactor=reactor).setServiceParent(
             self.services)
         timer(options["ping-interval"], self.engine.ping, reactor).setServiceParent(self.services)
@@ -347,6 +394,10 @@ class Node:
         timer(min(10.0, options["online-period"]), self.refresh_cluster_figures,
               reactor).setServiceParent(self.services)
         timer(1.0, self.presence.tick, reactor).setServiceParent(self.services)
+        if isinstance(self.presence.store, service.Service):
+            self.presence.store.setServiceParent(self.services)
+        if self.stats_publisher is not None:
+            timer(1.0, self.stats_publisher.tick, reactor).setServiceParent(self.services)
         if options["demo"]:
             from pushengine.demo import DemoProducer
             producer = DemoProducer(reactor, self.feed)

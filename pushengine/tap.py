@@ -65,6 +65,9 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
      "(X-Pushengine-Signature).", None),
     ("webhook-queue", 10000, "Webhook events waiting at most; more are dropped and counted.",
      int),
+    ("admin-key", None, "Open /admin/ and the admin.* methods to whoever gives this key "
+     "(at least 16 characters; closed without it). Prefer PUSHENGINE_ADMIN_KEY: a command "
+     "line is visible to every user of the machine.", None),
 ]
 FLAGS = [
     ("demo", None, "Run a producer of fake streams and users inside the process."),
@@ -140,6 +143,10 @@ class Options(usage.Options):
             raise usage.UsageError("--webhook-secret needs --webhook-url")
         if self["webhook-queue"] < 1:
             raise usage.UsageError("--webhook-queue must be at least 1")
+        if self["admin-key"] is not None and (len(self["admin-key"]) < 16
+                                              or self["admin-key"] != self["admin-key"].strip()):
+            raise usage.UsageError("--admin-key must be at least 16 characters, without "
+                                   "spaces around it")
         if self["memcache"]:
             for server in self["memcache"].split(","):
                 if not re.match(r"^[^:,\s]+:\d{1,5}$", server.strip()):

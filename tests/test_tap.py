@@ -47,6 +47,7 @@ DEFAULTS = {
     "webhook-url": None,
     "webhook-secret": None,
     "webhook-queue": 10000,
+    "admin-key": None,
 }
 
 
@@ -154,7 +155,7 @@ def test_environment_names() -> None:
                                   and n not in ("views", "seed", "api-keys", "amqp", "redis",
                                                 "store-url", "memcache", "trusted-proxies",
                                                 "namespace", "http", "webhook-url",
-                                                "webhook-secret")])
+                                                "webhook-secret", "admin-key")])
 def test_every_string_option_reads_its_variable(name: str) -> None:
     value = "tcp:1234" if name == "port" else "value-1"
     assert parse(environ={env_name(name): value})[name] == value
@@ -325,3 +326,13 @@ def test_webhook_options_read_their_variables() -> None:
     options = parse(environ={"PUSHENGINE_WEBHOOK_URL": "http://b/h",
                              "PUSHENGINE_WEBHOOK_SECRET": "value-1"})
     assert (options["webhook-url"], options["webhook-secret"]) == ("http://b/h", "value-1")
+
+
+def test_admin_key_option() -> None:
+    key = "k" * 16
+    assert parse("--admin-key", key)["admin-key"] == key
+    assert parse(environ={"PUSHENGINE_ADMIN_KEY": key})["admin-key"] == key
+    assert parse()["admin-key"] is None
+    for bad in ("k" * 15, " " + key, key + "\n"):
+        with pytest.raises(usage.UsageError, match="--admin-key"):
+            parse("--admin-key", bad)

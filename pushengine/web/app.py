@@ -72,6 +72,8 @@ class WebApp:
         self.js = StaticFiles(str(root / "js"))
         self.examples = StaticFiles(str(root / "examples"))
         self.examples.indexNames = ["index.html"]
+        # the admin page (pushengine.admin.page), set by the node with --admin-key
+        self.admin: Any = None
 
     def resource(self):
         return Root(self, self.app.resource())
@@ -158,6 +160,13 @@ class WebApp:
     @app.route("/examples/", branch=True, methods=["GET", "HEAD"])
     def static_examples(self, request):
         return self.examples
+
+    @app.route("/admin/", branch=True, methods=["GET", "HEAD"])
+    def admin_page(self, request):
+        """The admin page, or 404 when the node runs without --admin-key."""
+        if self.admin is None:
+            return _json(request, 404, {"error": "not found"})
+        return self.admin.serve(request)
 
     @app.route("/", methods=["GET", "HEAD"])
     def root(self, request):

@@ -23,14 +23,15 @@ API_MD = ROOT / "docs" / "api.md"
 
 def every_source_node() -> Node:
     """A node with every source of figures: the AMQP feed, memcached servers,
-    the Redis registry and Bloom filters, online counters, clients and
-    profiles (built, not started: nothing connects)."""
+    the Redis registry and Bloom filters, online counters, clients, profiles
+    and the admin hub (built, not started: nothing connects)."""
     node = Node(options("--amqp", "amqp://guest:guest@127.0.0.1:5672/",
                         "--memcache", "127.0.0.1:11211,127.0.0.1:11212",
                         "--redis", "redis://127.0.0.1:6379/0",
-                        "--webhook-url", "http://127.0.0.1:9/hook"), Clock())
-    assert {"feed", "memcache", "redis", "online", "clients", "cluster", "profiles"} <= set(
-        node.sources)
+                        "--webhook-url", "http://127.0.0.1:9/hook",
+                        "--admin-key", "an-admin-key-of-some-length"), Clock())
+    assert {"feed", "memcache", "redis", "online", "clients", "cluster", "profiles",
+            "admin"} <= set(node.sources)
     node.engine.apply_changes([Change("User", "upsert", 1, {"id": 1, "name": "a"})])
     node.feed.feed_lag = 0.25
     node.cluster_figures.values["online_sessions"] = 3  # read from memcached every 10 s

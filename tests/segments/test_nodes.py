@@ -151,3 +151,88 @@ def test_an_upload_of_a_million_rows(tmp_path):
         assert peak - before < 400 * 1024
     finally:
         node.stop()
+
+
+def test_an_upload_on_one_node_moves_sessions_subscribed_on_the_other(two_nodes, tmp_path):
+    a, b = two_nodes
+    sid = b.call("session.create")
+    b.call("session.authorize", sid, token("member", phone="79990000007"))
+    key, state = b.call("session.subscribe", sid, "OfferView", {}, 10)
+    b.publish({"type": "Offer", "action": "upsert",
+               "obj": {"id": 1, "public": True, "audience": "vip"}})
+    assert state == [] and b.call("session.get_events", sid, 0) == []
+    path = tmp_path / "contacts.csv"
+    write_contacts(path, 10)
+    assert cli(a, "upload", str(path), "--name", "vip")[0] == 0
+    # b reads the segments' versions every second
+    events = b.call("session.get_events", sid, 5)
+    assert [(e["key"], e["action"], e["obj"]["id"]) for e in events] == [(key, "insert", 1)]
+    assert cli(a, "delete", "vip")[0] == 0
+    events = b.call("session.get_events", sid, 5)
+    assert [(e["key"], e["action"], e["obj"]["id"]) for e in events] == [(key, "delete", 1)]
+
+
+@pytest.mark.parametrize("front", ["fast", "twisted"])
+def test_an_upload_without_the_key_is_refused_before_its_body(tmp_path, front):
+    import json
+    import socket
+    from urllib.parse import urlsplit
+    (tmp_path / "n").mkdir()
+    node = start(tmp_path / "n", "--publish-key", "s3cret", "--http", front)
+    try:
+        where = urlsplit(node.base)
+        for auth, status in [(b"", b"401"), (b"Authorization: Bearer wrong\r\n", b"401")]:
+            with socket.create_connection((where.hostname, where.port), timeout=5) as s:
+                # 1 GiB announced, not a byte of it sent: the answer comes anyway
+                s.sendall(b"POST /api/segments/vip HTTP/1.1\r\nHost: x\r\n" + auth +
+                          b"Content-Length: 1073741824\r\nExpect: 100-continue\r\n\r\n")
+                data = b""
+                while b"}" not in data:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            # no 100 Continue before a final answer, on either front
+            assert data.startswith(b"HTTP/1.1 " + status), data
+            head, _, body = data.rpartition(b"\r\n\r\n")
+            assert b"HTTP/1.1 " + status in head and b"connection: close" in head.lower()
+            assert json.loads(body)["error"]["code"] == "not_authorized"
+    finally:
+        node.stop()
+
+
+@pytest.mark.parametrize("front", ["fast", "twisted"])
+def test_an_upload_with_the_key_gets_100_continue_then_its_answer(tmp_path, front):
+    import json
+    import socket
+    from urllib.parse import urlsplit
+    (tmp_path / "n").mkdir()
+    node = start(tmp_path / "n", "--publish-key", "s3cret", "--http", front,
+                 "--segment-min", "1")
+    try:
+        where = urlsplit(node.base)
+        body = b"phone,email\r\n79995551111,a@example.com\r\n79995551112,b@example.com\r\n"
+        with socket.create_connection((where.hostname, where.port), timeout=5) as s:
+            s.sendall(b"POST /api/segments/vip HTTP/1.1\r\nHost: x\r\n"
+                      b"Authorization: Bearer s3cret\r\nContent-Length: %d\r\n"
+                      b"Expect: 100-continue\r\n\r\n" % len(body))
+            first = s.recv(4096)
+            assert first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), first
+            s.sendall(body)
+            data = first[len(b"HTTP/1.1 100 Continue\r\n\r\n"):]
+            s.settimeout(1.0)
+            try:
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            except TimeoutError:
+                pass
+        head, _, answer = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), data
+        assert b"100 Continue" not in data              # once, before the body
+        text = answer[answer.index(b"{"):answer.rindex(b"}") + 1]    # maybe chunked
+        assert json.loads(text)["valid"] == 4, answer
+    finally:
+        node.stop()

@@ -1,0 +1,193 @@
+"""The internal view of node statistics, and the sink that feeds it.
+
+Every node's ``pushengine.NodeStats`` objects arrive on the change feed. The
+node's sink (``AdminSink``) hands them here and the rest to the engine, so
+that they never reach the store, an ordinary view or ``pushengine_changes``.
+The hub keeps the last object of each node and a short history of its
+rates (for the chart), and sends ``insert`` / ``update`` / ``delete`` events
+keyed ``ADMIN_VIEW_KEY`` to the sessions that ``admin.subscribe`` admitted.
+A node not heard from for ``stale`` seconds is deleted.
+
+Each object is signed (``sig``: HMAC-SHA256 under the admin key of its
+canonical JSON): a backend that may publish changes but does not know the
+admin key cannot show forged figures. Nodes of one cluster share the key.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections import deque
+from typing import Any, Sequence
+
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+from pushengine.admin import ADMIN_TYPE, ADMIN_VIEW_KEY
+from pushengine.changes import UPSERT, Change
+from pushengine.events import DELETE, INSERT, UPDATE, encode_event
+
+log = Logger()
+
+
+class AdminHub:
+    """The NodeStats objects of every node, and the admin pages' sessions."""
+
+    def __init__(self, sessions: Any, clock: IReactorTime, key: bytes, stale: float = 10.0,
+                 history: int = 300) -> None:
+        """``sessions``: the SessionManager (its sessions, ``flush``);
+        ``key``: the admin key, which signs the objects;
+        ``history``: rate points kept per node (one a second: 5 minutes)."""
+        self.sessions = sessions
+        self.key = key
+        self.forged = 0
+        self.clock = clock
+        self.stale = stale
+        self.history_size = history
+        self.nodes: dict[str, dict] = {}
+        self.heard: dict[str, float] = {}
+        self.history: dict[str, deque] = {}
+        self.subscribers: set[Any] = set()
+        self.received = 0
+        self.delivered = 0            # events queued to admin sessions
+
+    # -- the feed side ------------------------------------------------------------
+    def apply(self, changes: Sequence[Change]) -> None:
+        for change in changes:
+            node = str(change.id)
+            # nodes send upserts only (a node gone is deleted for its silence)
+            if change.action == UPSERT:
+                obj = dict(change.obj)
+                if not self.genuine(obj):
+                    if not self.forged:
+                        log.warn("ignored node statistics that are not signed with this "
+                                 "node's admin key (another --admin-key, or forged)")
+                    self.forged += 1
+                    continue
+                self.received += 1
+                obj.pop("history", None)       # a node sends figures, not history
+                action = UPDATE if node in self.nodes else INSERT
+                self.nodes[node] = obj
+                self.heard[node] = self.clock.seconds()
+                points = self.history.setdefault(node, deque(maxlen=self.history_size))
+                point = _point(obj)
+                if point is not None:
+                    points.append(point)
+                self._send(action, obj)
+        self.sessions.flush()
+
+    def sign(self, obj: dict) -> dict:
+        """``obj`` with its signature."""
+        return dict(obj, sig=signature(self.key, obj))
+
+    def genuine(self, obj: dict) -> bool:
+        """Signed with this key (``sig`` is removed from ``obj``)."""
+        sig = obj.pop("sig", None)
+        try:
+            return isinstance(sig, str) and hmac.compare_digest(sig, signature(self.key, obj))
+        except (TypeError, ValueError):
+            return False
+
+    def expire(self) -> None:
+        """Delete the nodes not heard from for ``stale`` seconds (run each tick)."""
+        oldest = self.clock.seconds() - self.stale
+        gone = [node for node, when in self.heard.items() if when < oldest]
+        for node in gone:
+            self._forget(node)
+        if gone:
+            self.sessions.flush()
+
+    def _forget(self, node: str) -> None:
+        obj = self.nodes.pop(node)
+        self.heard.pop(node, None)
+        self.history.pop(node, None)
+        self._send(DELETE, {"id": obj.get("id", node), "node": node})
+
+    def _send(self, action: str, obj: dict) -> None:
+        if not self.subscribers:
+            return
+        fragment = encode_event(ADMIN_VIEW_KEY, action, obj)
+        live = self.sessions.sessions
+        for session in list(self.subscribers):
+            if live.get(session.id) is not session:
+                # ended without a hook (moved to another node): forget it
+                self.subscribers.discard(session)
+                continue
+            session.deliver(fragment, ADMIN_VIEW_KEY)
+            self.delivered += 1
+
+    # -- the sessions side -------------------------------------------------------------
+    def state(self) -> list[dict]:
+        """Every node's last object with its rate history, by node id."""
+        return [dict(self.nodes[node], history=[list(p) for p in self.history.get(node, ())])
+                for node in sorted(self.nodes)]
+
+    def subscribe(self, session: Any) -> list:
+        """``[key, state]``, as ``session.subscribe`` answers."""
+        self.subscribers.add(session)
+        return [ADMIN_VIEW_KEY, self.state()]
+
+    def unsubscribe(self, session: Any) -> bool:
+        if session in self.subscribers:
+            self.subscribers.discard(session)
+            return True
+        return False
+
+    # hooks of the Api (``Api.hooks``) and of expiry (``expire_hooks``)
+    def created(self, session: Any) -> None:
+        pass
+
+    changed = polled = created
+
+    def destroyed(self, session: Any) -> None:
+        self.subscribers.discard(session)
+
+    expired = destroyed
+
+
+def signature(key: bytes, obj: dict) -> str:
+    """HMAC-SHA256 of the object's canonical JSON (sorted keys)."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+    return hmac.new(key, text.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
+
+
+def _point(obj: dict) -> list | None:
+    """``[time, in per second, out per second]`` of a NodeStats object."""
+    try:
+        return [round(float(obj["time"]), 3), float(obj.get("in_rate", 0)),
+                float(obj.get("out_rate", 0))]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class AdminSink:
+    """The feed's sink: NodeStats to the hub (when there is one; a node
+    without ``--admin-key`` drops them), everything else to the engine."""
+
+    def __init__(self, engine: Any, hub: AdminHub | None = None) -> None:
+        self.engine = engine
+        self.hub = hub
+        self.ignored = 0
+
+    def apply_changes(self, changes: Sequence[Change]) -> None:
+        for c in changes:
+            if c.type == ADMIN_TYPE:
+                break
+        else:
+            self.engine.apply_changes(changes)
+            return
+        stats = [c for c in changes if c.type == ADMIN_TYPE]
+        rest = [c for c in changes if c.type != ADMIN_TYPE]
+        if self.hub is not None:
+            try:
+                self.hub.apply(stats)
+            except Exception:
+                log.failure("applying node statistics failed")
+        else:
+            self.ignored += len(stats)
+        if rest:
+            self.engine.apply_changes(rest)
+
+    def feed_gap(self) -> None:
+        self.engine.feed_gap()

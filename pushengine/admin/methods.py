@@ -1,0 +1,202 @@
+"""The ``admin.*`` JSON-RPC methods, each behind the admin key.
+
+The key comes in the call's params (the admin page sends it in the body) or
+in ``Authorization: Bearer <key>`` (a script with curl); never from a URL,
+which proxies and access logs keep. It is compared with
+``hmac.compare_digest``. Without ``--admin-key`` every method answers 1003
+(closed). A client that gives a wrong key ``max_failures`` times within
+``window`` seconds is refused (1007, HTTP 429) until the window passes, so
+the key cannot be guessed at the call rate.
+
+- ``admin.subscribe(sid, key)``: the session receives the node statistics
+  (the internal view ``$admin.NodeStats``); answers ``[key, state]`` as
+  ``session.subscribe`` does.
+- ``admin.unsubscribe(sid, key)``.
+- ``admin.stats(key)``: the statistics of every node, now.
+- ``admin.publish(key, changes)``: publish one change or a list, as
+  ``POST /api/publish`` does (so the page needs no publish key).
+- ``admin.session(key, sid)``: one session's user, delivery and
+  subscriptions (from the Redis registry when another node holds it), or
+  ``null``.
+"""
+from __future__ import annotations
+
+import hmac
+from collections import deque
+from typing import Any
+
+from twisted.internet.defer import maybeDeferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+from pushengine.admin import ADMIN_TYPE
+from pushengine.admin.hub import AdminHub
+from pushengine.changes import changes_from_json
+from pushengine.errors import ApiError, BadParams, NotAuthorized, RateLimited, UnknownSession
+from pushengine.interfaces import FeedUnavailable
+from pushengine.rpc import Method
+
+log = Logger()
+CLOSED = "the admin interface is closed: start the node with --admin-key"
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+class AdminKey:
+    """The admin key check, with a bound on wrong guesses per client."""
+
+    def __init__(self, key: str | None, clock: IReactorTime, max_failures: int = 10,
+                 window: float = 60.0) -> None:
+        self.key = _bytes(key) if key else None
+        self.clock = clock
+        self.max_failures = max_failures
+        self.window = window
+        self.failures: dict[str, deque] = {}
+        self.refused = 0
+
+    @property
+    def open(self) -> bool:
+        return self.key is not None
+
+    def check(self, caller: Any, presented: Any) -> None:
+        """Return when ``presented`` (or the caller's bearer token) is the
+        key; raise NotAuthorized (or RateLimited after too many wrong ones)."""
+        if self.key is None:
+            raise NotAuthorized(CLOSED)
+        address = getattr(caller, "address", None) or "?"
+        now = self.clock.seconds()
+        recent = self.failures.get(address)
+        if recent is not None:
+            while recent and recent[0] <= now - self.window:
+                recent.popleft()
+            if not recent:
+                del self.failures[address]
+            elif len(recent) >= self.max_failures:
+                raise RateLimited("too many wrong admin keys from this client",
+                                  retry_after=recent[0] + self.window - now)
+        if presented is None:
+            presented = getattr(caller, "bearer", None)
+        if isinstance(presented, str) and hmac.compare_digest(_bytes(presented), self.key):
+            return
+        self.refused += 1
+        if len(self.failures) > 10000:          # bounded: forget the oldest client
+            self.failures.pop(next(iter(self.failures)))
+        self.failures.setdefault(address, deque()).append(now)
+        raise NotAuthorized("a valid admin key is required" if presented is not None else
+                            "the admin key is required (in the params, or in "
+                            "Authorization: Bearer)")
+
+
+class AdminMethods:
+    def __init__(self, key: AdminKey, hub: AdminHub | None, api: Any, feed: Any,
+                 id_fields: dict[str, str], node_id: str, registry: Any = None) -> None:
+        """``api``: the node's Api (its sessions and ``_with_session``, which
+        resumes a session from the cluster registry); ``registry``: the
+        Redis session registry, for sessions held by other nodes."""
+        self.key = key
+        self.hub = hub
+        self.api = api
+        self.feed = feed
+        self.id_fields = id_fields
+        self.node_id = node_id
+        self.registry = registry
+
+    def methods(self) -> dict[str, Method]:
+        return {
+            "admin.subscribe": Method(self.subscribe, ["sid", "key"], 1, with_caller=True),
+            "admin.unsubscribe": Method(self.unsubscribe, ["sid", "key"], 1, with_caller=True),
+            "admin.stats": Method(self.stats, ["key"], 0, with_caller=True),
+            "admin.publish": Method(self.publish, ["key", "changes"], 2, with_caller=True),
+            "admin.session": Method(self.session, ["key", "sid"], 2, with_caller=True),
+        }
+
+    def _hub(self) -> AdminHub:
+        if self.hub is None:
+            raise NotAuthorized(CLOSED)
+        return self.hub
+
+    def subscribe(self, caller: Any, sid: Any, key: Any = None) -> Any:
+        self.key.check(caller, key)
+        hub = self._hub()
+        return self.api._with_session(sid, hub.subscribe)
+
+    def unsubscribe(self, caller: Any, sid: Any, key: Any = None) -> Any:
+        self.key.check(caller, key)
+        hub = self._hub()
+        return self.api._with_session(sid, hub.unsubscribe)
+
+    def stats(self, caller: Any, key: Any = None) -> list:
+        self.key.check(caller, key)
+        return self._hub().state()
+
+    def publish(self, caller: Any, key: Any, changes: Any) -> Any:
+        self.key.check(caller, key)
+        # the dispatcher checked every param (strictjson) before the call
+        found, errors = changes_from_json(changes, self.id_fields, checked=True)
+        if errors:
+            raise BadParams("malformed change: " + "; ".join(errors[:5]))
+        if not found:
+            raise BadParams("no changes to publish")
+        if any(c.type == ADMIN_TYPE for c in found):
+            raise BadParams(f"{ADMIN_TYPE} objects are the engine's own")
+
+        def failed(f: Any) -> None:
+            if f.check(FeedUnavailable):
+                raise ApiError("the change feed is not available; retry")
+            log.failure("publishing {n} changes from the admin page failed", f, n=len(found))
+            raise ApiError("publishing failed")
+        d = maybeDeferred(self.feed.publish, found)
+        return d.addCallbacks(lambda n: {"accepted": n}, failed)
+
+    def session(self, caller: Any, key: Any, sid: Any) -> Any:
+        self.key.check(caller, key)
+        if not isinstance(sid, str) or not sid:
+            raise BadParams("sid must be a session id (a string)")
+        sessions = self.api.sessions
+        try:
+            session = sessions.get(sid)
+        except UnknownSession:
+            return self._elsewhere(sid)
+        return self._describe(session)
+
+    def _describe(self, session: Any) -> dict:
+        delivery = session.delivery
+        subs = []
+        for key, window in session.subs.items():
+            bound = session.bounds.get(key)
+            subs.append({"key": key, "view": bound.spec.name if bound else key.partition("(")[0],
+                         "params": bound.params if bound else {},
+                         "limit": bound.limit if bound else window.limit,
+                         "subscribers": len(window.subscribers),
+                         "objects": len(window.state())})
+        if self.hub is not None and session in self.hub.subscribers:
+            subs.append({"key": "$admin.NodeStats", "view": "(admin statistics)", "params": {},
+                         "limit": None, "subscribers": len(self.hub.subscribers),
+                         "objects": len(self.hub.nodes)})
+        return {"session": session.id, "node": self.node_id, "here": True,
+                "user": session.user,
+                "delivery": None if delivery is None else
+                ("stream" if delivery.streaming else "longpoll"),
+                "queued": len(session.queue), "last_seq": session.next_seq - 1,
+                "subscriptions": subs}
+
+    def _elsewhere(self, sid: str) -> Any:
+        """A session this node does not hold: its record in the Redis
+        registry (another node's), or None."""
+        if self.registry is None:
+            return None
+
+        def found(record: Any) -> Any:
+            if record is None:
+                return None
+            return {"session": sid, "node": record.owner, "here": False, "user": record.user,
+                    "delivery": None, "queued": None, "last_seq": record.seq,
+                    "subscriptions": [dict(s.as_json(), subscribers=None, objects=None)
+                                      for s in record.subs]}
+
+        def unavailable(f: Any) -> None:
+            log.warn("looking a session up in the registry failed: {e}", e=f.getErrorMessage())
+            raise ApiError("the session registry is not available; retry")
+        return self.registry.lookup(sid).addCallbacks(found, unavailable)

@@ -1,0 +1,112 @@
+"""``twistd -n pushengine --admin-key`` as an operator starts it (SPEC
+section 16): the page, the key's rules, the statistics over long-polling,
+and two nodes that see each other's statistics through RabbitMQ."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.conftest import start
+from tests.e2e.test_amqp_process import cluster, stream  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.e2e
+KEY = "process-admin-key-0123456789"
+
+
+def admin_call(engine, method: str, *params):
+    answer = engine.post("/api/jsonrpc", {"jsonrpc": "2.0", "id": 1, "method": method,
+                                          "params": list(params)}).json()
+    return answer
+
+
+def stats_events(engine, sid: str, want, wait: float = 10.0) -> dict:
+    """Poll until an admin event's object satisfies ``want``; return it."""
+    end = time.monotonic() + wait
+    seen = []
+    while time.monotonic() < end:
+        for event in engine.call("session.get_events", sid, 1):
+            if event["key"] == "$admin.NodeStats" and event["action"] in ("insert", "update"):
+                seen.append(event["obj"])
+                if want(event["obj"]):
+                    return event["obj"]
+    raise AssertionError(f"no admin event as wanted; last: {seen[-3:]}")
+
+
+def test_admin_node(tmp_path) -> None:
+    engine = start(tmp_path, "--admin-key", KEY, "--access-log", "--max-timeout", "5")
+    try:
+        page = engine.get("/admin/")
+        assert page.code == 200 and page.headers["content-type"].startswith("text/html")
+        assert b'src="/admin/admin.js"' in page.body
+        assert page.headers["cache-control"] == "no-store"
+        assert engine.get("/admin/admin.js").code == 200
+        assert engine.get("/admin").code == 200        # redirected to /admin/
+        refused = engine.get(f"/admin/?key={KEY}")
+        assert refused.code == 400 and KEY.encode() not in refused.body
+        # a key in the URL of a call is not read
+        answer = engine.post(f"/api/jsonrpc?admin_key={KEY}", {
+            "jsonrpc": "2.0", "id": 1, "method": "admin.stats", "params": []}).json()
+        assert answer["error"]["code"] == 1003
+        assert admin_call(engine, "admin.stats", "wrong")["error"]["code"] == 1003
+
+        sid = engine.call("session.create")
+        key, state = engine.call("admin.subscribe", sid, KEY)
+        assert key == "$admin.NodeStats"
+        viewers = [engine.call("session.create") for _ in range(4)]
+        for v in viewers:
+            engine.call("stream.subscribe_public_live", v, 10)
+        got = stats_events(engine, sid, lambda o: o["sessions"] == 5 and o["subscriptions"] == 4)
+        assert got["node"] == "e2e" and got["feed"]["up"] is True
+        assert got["busiest"] == [{"key": "PublicLiveStreamView(limit=10)", "subscribers": 4}]
+        engine.publish(*[stream(i) for i in range(1, 11)])
+        got = stats_events(engine, sid, lambda o: o["events_in"] == 10)
+        assert engine.call("admin.publish", KEY, [stream(11)]) == {"accepted": 1}
+        stats_events(engine, sid, lambda o: o["events_in"] == 11)
+        found = engine.call("admin.session", KEY, viewers[0])
+        assert [s["key"] for s in found["subscriptions"]] == ["PublicLiveStreamView(limit=10)"]
+        # header form, as a script would
+        answer = engine.request("POST", "/api/jsonrpc", b'{"jsonrpc":"2.0","id":1,'
+                                b'"method":"admin.stats","params":[]}',
+                                {"Content-Type": "application/json",
+                                 "Authorization": f"Bearer {KEY}"}).json()
+        assert [s["node"] for s in answer["result"]] == ["e2e"]
+        # the metric of changes counts only the changes published
+        assert engine.metric("pushengine_changes_total") == 11
+    finally:
+        engine.stop()
+    log = engine.log_text()
+    assert "/admin/" in log                      # the access log is on...
+    # ...and saw the key only where this test put it in a URL on purpose
+    leaked = [line for line in log.splitlines() if KEY in line]
+    assert leaked and all("?key=" in line or "?admin_key=" in line
+                                    for line in leaked), leaked
+    assert "Traceback" not in log
+
+
+def test_closed_without_the_option(tmp_path) -> None:
+    engine = start(tmp_path)
+    try:
+        page = engine.get("/admin/")
+        assert page.code == 404 and page.json() == {"error": "not found"}
+        assert admin_call(engine, "admin.stats", KEY)["error"]["code"] == 1003
+    finally:
+        engine.stop()
+
+
+def test_every_node_sees_every_node_through_amqp(cluster) -> None:  # noqa: F811
+    a = cluster("a", "--admin-key", KEY)
+    b = cluster("b", "--admin-key", KEY)
+    sid = a.call("session.create")
+    a.call("admin.subscribe", sid, KEY)
+    for _ in range(3):
+        b.call("stream.subscribe_public_live", b.call("session.create"), 10)
+    name_b = f"e2e-{cluster.tag}-b"
+    got = stats_events(a, sid, lambda o: o["node"] == name_b and o["sessions"] == 3)
+    assert got["feed"]["up"] is True and got["feed"]["kind"] == "amqp"
+    nodes = sorted(s["node"] for s in a.call("admin.stats", KEY))
+    assert nodes == [f"e2e-{cluster.tag}-a", name_b]
+    # a change published by either node reaches both, counted once each
+    a.publish(stream(1))
+    stats_events(a, sid, lambda o: o["node"] == name_b and o["events_in"] == 1)
+    assert a.metric("pushengine_changes_total") == 1
