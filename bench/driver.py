@@ -3,6 +3,7 @@
     python bench/driver.py                      # the full suite (~35 min on 2 cores)
     python bench/driver.py --suite quick        # smaller N, a few minutes
     python bench/driver.py --suite targets      # issue 10: 10,000 streams, held streams
+    python bench/driver.py --suite longpoll-targets   # the lean HTTP path's targets
     python bench/driver.py --transports sse,ws   # only the streaming runs (longpoll, sse, ws)
     python bench/driver.py --only fanout        # a group: held, answers, fanout, users, amqp
     python bench/driver.py --only held --sessions 10000
@@ -773,7 +774,7 @@ def top_functions(speedscope_path: str, n: int = 15) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", choices=["full", "quick", "targets", "smoke"], default="full")
+    p.add_argument("--suite", choices=["full", "quick", "targets", "longpoll-targets", "smoke"], default="full")
     p.add_argument("--only", default="", help="groups to run, comma-separated")
     p.add_argument("--targets", default="pushengine,nchan")
     p.add_argument("--transports", default="longpoll,sse,ws",

@@ -1,12 +1,17 @@
-"""get_events round trips per second over HTTP, with events waiting.
+"""get_events round trips per second over HTTP, with events waiting, beside nchan.
 
-    python bench/http_roundtrip.py [--seconds 10] [--connections 10]
+    python bench/http_roundtrip.py [--seconds 10] [--connections 50] [--http fast|twisted]
 
 Starts ``twistd -n pushengine`` on a free port, makes one session with 10
-events waiting, then has wrk (a separate process) POST
+events waiting, then has wrk (a separate C process, one thread) POST
 ``session.get_events(sid, 0, 0)`` — ``ack`` 0 keeps the events queued, so every
 answer carries them — and reports answers per second beside a bare
-``GET /health`` for the fixed cost of one response. Needs wrk.
+``GET /health`` for the fixed cost of one response. Then the same against
+nginx+nchan (``bench/nchan.py``): 10 messages of the same size waiting on a
+channel, wrk sending ``GET /sub/CH`` with the same ``If-Modified-Since`` each
+time, so that every answer carries the 10 messages. Prints the ratio. wrk
+reads faster than the Python loadgen of ``bench/driver.py``, whose nchan
+figure is the loadgen's limit. Needs wrk.
 """
 from __future__ import annotations
 
@@ -67,10 +72,34 @@ def wrk(url: str, seconds: int, connections: int, script: str | None = None) -> 
     return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 
 
+def nchan_answers(seconds: int, connections: int, size: int) -> float:
+    """wrk against nchan: 10 messages of ``size`` bytes waiting on a channel."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from nchan import Nchan
+    message = (b'{"n":0,"pad":"' + b"x" * max(0, size - 20) + b'"}')[:size]
+    with Nchan(free_port(), timeout=30) as server:
+        for _ in range(10):
+            req = urllib.request.Request(server.url + "/pub/answers", message, method="POST")
+            urllib.request.urlopen(req, timeout=10).read()
+        with tempfile.TemporaryDirectory() as workdir:
+            script = os.path.join(workdir, "get.lua")
+            with open(script, "w") as f:
+                f.write('wrk.headers["If-Modified-Since"] = "Thu, 01 Jan 1970 00:00:01 GMT"\n'
+                        'wrk.headers["If-None-Match"] = "0"\n')
+            probe = urllib.request.Request(server.url + "/sub/answers", headers={
+                "If-Modified-Since": "Thu, 01 Jan 1970 00:00:01 GMT", "If-None-Match": "0"})
+            body = urllib.request.urlopen(probe, timeout=10).read()
+            if body.count(b'"n":0') != 10:
+                raise SystemExit(f"nchan did not answer the 10 messages: {body[:200]!r}")
+            return wrk(server.url + "/sub/answers", seconds, connections, script)
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=int, default=10)
-    p.add_argument("--connections", type=int, default=10)
+    p.add_argument("--connections", type=int, default=50)
+    p.add_argument("--http", choices=["fast", "twisted"], default="fast")
     p.add_argument("--engine", default="", help="extra engine options, e.g. "
                    "'--memcache 127.0.0.1:11211'")
     a = p.parse_args()
@@ -78,7 +107,7 @@ def main() -> None:
         raise SystemExit("wrk is not installed (apt-get install wrk)")
     with tempfile.TemporaryDirectory() as workdir:
         port = free_port()
-        proc = start_engine(port, workdir, *a.engine.split())
+        proc = start_engine(port, workdir, "--http", a.http, *a.engine.split())
         try:
             sid = rpc(port, "session.create")
             rpc(port, "stream.subscribe_public_live", sid, 50)
@@ -91,13 +120,20 @@ def main() -> None:
             with open(script, "w") as f:
                 f.write('wrk.method = "POST"\nwrk.body = %s\n'
                         'wrk.headers["Content-Type"] = "application/json"\n' % json.dumps(body))
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/jsonrpc", body.encode())
+            answer = json.loads(urllib.request.urlopen(req, timeout=10).read())["result"]
+            size = len(json.dumps(answer, ensure_ascii=False).encode()) // len(answer)
             health = wrk(f"http://127.0.0.1:{port}/health", a.seconds, a.connections)
             events = wrk(f"http://127.0.0.1:{port}/api/jsonrpc", a.seconds, a.connections, script)
-            print(f"GET /health: {health:,.0f} answers/s")
-            print(f"get_events with 10 events waiting: {events:,.0f} answers/s")
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(10)
+    print(f"pushengine --http {a.http}: GET /health {health:,.0f} answers/s; "
+          f"get_events with 10 events waiting {events:,.0f} answers/s "
+          f"(events of {size} bytes)")
+    peer = nchan_answers(a.seconds, a.connections, size)
+    print(f"nchan: GET /sub with 10 messages of {size} bytes waiting {peer:,.0f} answers/s")
+    print(f"ratio pushengine / nchan: ×{events / peer:.2f}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Each ``Run`` is one server started fresh, one load from ``bench/loadgen.py``
 and the figures sampled meanwhile. ``suite(name)`` gives the list for
 ``full`` (about 35 minutes on 2 cores), ``quick`` (a few minutes, smaller N),
-``targets`` (the streaming targets of issue 10, ~20 minutes) and ``smoke``
+``targets`` (the streaming targets of issue 10, ~20 minutes),
+``longpoll-targets`` (the lean HTTP path's targets, ~10 minutes) and ``smoke``
 (seconds: what tests/bench/test_smoke.py runs).
 
 0. answers -- get_events answers per second with events waiting (pushengine
@@ -120,6 +121,8 @@ def suite(name: str) -> list[Run]:
         return runs
     if name == "targets":
         return target_runs()
+    if name == "longpoll-targets":
+        return longpoll_target_runs()
     quick = name == "quick"
     held = [1000, 5000] if quick else [1000, 10_000, max_held()]
     fan = [1000] if quick else [1000, 3000, 10_000]
@@ -199,6 +202,20 @@ def target_runs() -> list[Run]:
             [Run("held", t, n, transport=tr, timeout=20, note=note)
              for tr in STREAMS for t in both] +
             [Run("fanout", t, 1000, rate=10, duration=15, timeout=30) for t in both])
+
+
+def longpoll_target_runs() -> list[Run]:
+    """``--suite longpoll-targets``: the lean HTTP path's targets, side by
+    side with nchan -- get_events answers per second with events waiting,
+    10,000 long-polling sessions on one view at 1 change/s, and the most
+    held polls the file limit allows answered at their common timeout."""
+    both = (PUSHENGINE, NCHAN)
+    n = max_held()
+    note = "" if n == 20_000 else f"20,000 asked; RLIMIT_NOFILE hard limit allows {n}"
+    return ([Run("answers", t, 100, duration=8, workers=2,
+                 note="10 events waiting, polls back to back") for t in both] +
+            [Run("fanout", t, 10_000, rate=1, duration=20, timeout=30) for t in both] +
+            [Run("held", t, n, timeout=20, note=note) for t in both])
 
 
 def profile_suite() -> list[Run]:

@@ -28,6 +28,7 @@ from twisted.web.http import HTTPChannel
 
 from pushengine.limits import retry_after
 from pushengine.rpc import Refusal
+from pushengine.web.sendnow import send_now
 
 log = Logger()
 
@@ -70,10 +71,11 @@ class _Request:
 
     def head(self, length: int) -> bytes:
         """The request line and headers for the channel behind, the body to
-        follow (a streamed segment upload)."""
+        follow (a streamed segment upload; an ``Expect`` goes on: the channel
+        behind answers it once the headers are judged)."""
         lines = [b"%s %s HTTP/%s" % (self.method, self.url, self.version.encode())]
         for name, values in self.headers.items():
-            if name not in (b"content-length", b"transfer-encoding", b"expect"):
+            if name not in (b"content-length", b"transfer-encoding"):
                 lines.extend(name + b": " + value for value in values)
         lines.append(b"content-length: %d" % length)
         return b"\r\n".join(lines) + b"\r\n\r\n"
@@ -102,10 +104,10 @@ class _Relay:
         self.disconnecting = False
 
     def write(self, data: bytes) -> None:
-        self.front.transport.write(data)
+        send_now(self.front.transport, data)
 
     def writeSequence(self, data) -> None:
-        self.front.transport.writeSequence(data)
+        send_now(self.front.transport, b"".join(data))
 
     def loseConnection(self) -> None:
         self.disconnecting = True
@@ -237,9 +239,9 @@ class FastChannel(Protocol):
             if int(length) <= limit:
                 r.streamed = True
                 self.busy = True
-                expect = r.header(b"expect")
-                if expect is not None and expect.lower() == b"100-continue":
-                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                # twisted.web behind answers any Expect: 100-continue itself,
+                # after the upload guard judged the headers (a refused upload
+                # gets its final answer, never a 100 Continue)
                 self._behind().dataReceived(r.head(int(length)))
                 return
         if length is not None and length.isdigit() and int(length) > limit:
@@ -330,7 +332,7 @@ class FastChannel(Protocol):
         parts.append(b"\r\n")
         if status != 204:
             parts.append(body)
-        self.transport.write(b"".join(parts))
+        send_now(self.transport, b"".join(parts))
         self._done(close)
 
     def _done(self, close: bool = False) -> None:
