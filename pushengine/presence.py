@@ -35,7 +35,7 @@ from collections import Counter
 from typing import Any
 
 from twisted.application import service
-from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -43,6 +43,7 @@ from pushengine.errors import BadParams, UnknownKey
 from pushengine.events import encode_event
 from pushengine.memcache.deferreds import as_deferred
 from pushengine.memcache.errors import KeyExists, NotFound
+from pushengine.redislink import RedisLink
 from pushengine.rpc import Method
 
 log = Logger()
@@ -110,81 +111,36 @@ class PresenceStore:
         return d.addCallback(lambda v: {n: e[1] for n, e in self._fresh(v).items()})
 
 
-class RedisPresenceStore(service.Service):
+class RedisPresenceStore(service.MultiService):
     """Each node's members of each room in Redis (``--redis`` without
     ``--memcache``): one hash per room, ``{prefix}presence:{sha1}``, whose
     field per node holds ``[time, [users]]``. A node writes only its own
     field (HSET, or HDEL when it has nobody there), so no compare-and-set is
-    needed; the hash expires ``2 * ttl`` after the last write. Connections
-    as in pushengine/cluster/redis.py; Redis down: reads and writes fail at
-    once (the Presence class then answers what this node knows)."""
+    needed; the hash expires ``2 * ttl`` after the last write. The
+    connection is a :class:`pushengine.redislink.RedisLink`; Redis down:
+    reads and writes fail at once (the Presence class then answers what
+    this node knows)."""
 
     kind = "redis"
 
     def __init__(self, reactor: Any, url: Any, node_id: str, ttl: float = 30.0,
                  endpoint: Any = None) -> None:
-        from twisted.application.internet import ClientService, backoffPolicy
-
-        from pushengine.cluster.redis import (
-            _CommandProtocol, _Factory, _ObservedEndpoint, parse_redis_url, redis_endpoint)
+        super().__init__()
         self.clock = reactor
-        self.url = parse_redis_url(url) if isinstance(url, str) else url
+        self.link = RedisLink(reactor, url, PresenceUnavailable, endpoint=endpoint)
+        self.link.setServiceParent(self)         # starts and stops with the store
+        self.url = self.link.url
         self.node_id = node_id
         self.ttl = ttl
         self.prefix = f"{self.url.prefix}presence:"
         self.writes = self.reads = self.errors = 0
-        self._proto: Any = None
-        self._error: str | None = None
-        timeout = self.url.timeout
-        self._client = ClientService(
-            _ObservedEndpoint(endpoint or redis_endpoint(reactor, self.url), self._connect_failed),
-            _Factory(lambda: _CommandProtocol(reactor, timeout)),
-            retryPolicy=backoffPolicy(initialDelay=0.2, maxDelay=5.0), clock=reactor,
-            prepareConnection=self._prepare)
-
-    def startService(self) -> None:
-        super().startService()
-        self._client.startService()
-
-    def stopService(self) -> Deferred:
-        super().stopService()
-        self._proto = None
-        return self._client.stopService()
-
-    def _prepare(self, proto: Any) -> Deferred:
-        d: Deferred = succeed(None)
-        if self.url.password is not None:
-            creds = [self.url.username, self.url.password] if self.url.username else [
-                self.url.password]
-            d.addCallback(lambda _: proto.execute_command("AUTH", *creds))
-        d.addCallback(lambda _: proto.execute_command("SELECT", self.url.db))
-
-        def ready(_: Any) -> None:
-            self._proto = proto
-            self._error = None
-            proto.whenDisconnected().addCallback(lambda _: self._lost(proto))
-        return d.addCallback(ready)
-
-    def _lost(self, proto: Any) -> None:
-        if proto is self._proto:
-            self._proto = None
-            self._error = "the connection to Redis was lost"
-
-    def _connect_failed(self, failure: Any) -> None:
-        self._error = f"cannot connect to Redis: {failure.getErrorMessage()}"
 
     def whenReady(self) -> Deferred:
         """Fires once connected (tests)."""
-        return self._client.whenConnected().addCallback(lambda _: None)
+        return self.link.whenReady()
 
     def _send(self, *args: Any) -> Deferred:
-        proto = self._proto
-        if proto is None:
-            return fail(PresenceUnavailable(self._error or "Redis is not connected"))
-        try:
-            return proto.execute_command(*args)
-        except Exception as e:
-            return fail(PresenceUnavailable(str(e)))
+        return self.link.send(*args)
 
     def key(self, room: str) -> str:
         return self.prefix + hashlib.sha1(room.encode("utf-8")).hexdigest()
@@ -219,7 +175,7 @@ class RedisPresenceStore(service.Service):
         return self._send("HGETALL", self.key(room)).addCallback(fresh)
 
     def health(self) -> dict[str, Any]:
-        return {"kind": "redis", "up": self._proto is not None, "error": self._error}
+        return {"kind": "redis", "up": self.link.connected, "error": self.link.error}
 
 
 class PresenceUnavailable(Exception):

@@ -6,11 +6,11 @@ node. A server that has the bloom module's own ``BF.*`` commands gets those
 instead; which one it is, is found out once per connection (a ``BF.EXISTS``
 that answers, or "unknown command").
 
-Connections follow :mod:`pushengine.cluster.redis`: txredisapi's protocol
-inside a ``ClientService`` with ``backoffPolicy`` on the injected reactor;
-a command without an answer within the URL's ``timeout`` fails and the
-connection is made again. Redis down: every command fails at once with
-:class:`BloomUnavailable` (nothing queues up) and ``health()`` says so.
+The connection is a :class:`pushengine.redislink.RedisLink`: made again
+when lost, on the injected reactor; a command without an answer within the
+URL's ``timeout`` fails and the connection is made again. Redis down: every
+command fails at once with :class:`BloomUnavailable` (nothing queues up) and
+``health()`` says so.
 
 Keys: ``{prefix}bf:{KEY}`` (the module's filter, or the scripts' hash) and
 ``{prefix}bf:{KEY}:bits``, ``prefix`` from the ``--redis`` URL.
@@ -21,8 +21,7 @@ from typing import Any
 
 import txredisapi
 from twisted.application import service
-from twisted.application.internet import ClientService, backoffPolicy
-from twisted.internet.defer import Deferred, fail, gatherResults, succeed
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -32,10 +31,14 @@ from pushengine.bloom.base import CANNOT_GROW_CODE, FULL_CODE, INFO_FIELDS, Bloo
 from pushengine.bloom.hashing import item_hash, pack
 from pushengine.bloom.params import MAX_BYTES, FilterSpec
 from pushengine.bloom.scripts import sources
-from pushengine.cluster.redis import (
-    RedisUrl, _CommandProtocol, _Factory, _ObservedEndpoint, parse_redis_url, redis_endpoint)
+from pushengine.redislink import RedisLink, RedisUrl
 
 log = Logger()
+
+
+def _unavailable(why: str) -> errors.BloomUnavailable:
+    return errors.BloomUnavailable(f"Bloom filters are unavailable: {why}")
+
 
 def _number(value: float) -> str:
     """A float as text that parses back to the same double (txredisapi's own
@@ -43,7 +46,7 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
-class RedisBloom(BloomCommands, service.Service):
+class RedisBloom(BloomCommands, service.MultiService):
     """Scalable Bloom filters in Redis; a service (add it to the application)."""
 
     kind = "redis"
@@ -53,51 +56,26 @@ class RedisBloom(BloomCommands, service.Service):
                  max_bytes: int = MAX_BYTES, use_module: bool = True) -> None:
         """``use_module=False`` runs the Lua scripts even on a server with
         the bloom module (to compare the two)."""
+        service.MultiService.__init__(self)
         self.reactor = reactor
-        self.url = parse_redis_url(url) if isinstance(url, str) else url
-        self.prefix = f"{self.url.prefix}bf:"
         self.use_module = use_module
         self.native: bool | None = None          # known once connected
-        self.counters = {"commands": 0, "errors": 0, "unavailable": 0, "connects": 0}
+        self.counters = {"commands": 0, "errors": 0, "unavailable": 0}
         self._scripts = sources(max_bytes)
         self._shas: dict[str, str] = {}
-        self._proto: Any = None
-        self._down_since: float | None = reactor.seconds()
-        self._last_error: str | None = None
-        self._said_down = False
-        if endpoint is None:
-            endpoint = self._endpoint()
-        timeout = self.url.timeout
-        self._client = ClientService(
-            _ObservedEndpoint(endpoint, self._connect_failed),
-            _Factory(lambda: _CommandProtocol(reactor, timeout)),
-            retryPolicy=backoffPolicy(initialDelay=0.2, maxDelay=5.0), clock=reactor,
-            prepareConnection=self._prepare)
-
-    def _endpoint(self) -> Any:
-        return redis_endpoint(self.reactor, self.url)
+        self.link = RedisLink(
+            reactor, url, _unavailable, endpoint=endpoint, on_ready=self._prepare,
+            name="Bloom filters", effect="bf.*, stats.unique and once_per_user are unavailable "
+                                         "until Redis is back; pushing goes on")
+        self.link.setServiceParent(self)         # starts and stops with the filters
+        self.url = self.link.url
+        self.prefix = f"{self.url.prefix}bf:"
 
     # -- the connection ------------------------------------------------------------
-    def startService(self) -> None:
-        super().startService()
-        self._client.startService()
-
-    def stopService(self) -> Deferred:
-        super().stopService()
-        self._proto = None
-        return self._client.stopService()
 
     def _prepare(self, proto: Any) -> Deferred:
-        """Log in, choose the database, find out whether the server has the
-        module, load the scripts if not."""
-        d = succeed(None)
-        if self.url.password is not None:
-            creds = [self.url.username, self.url.password] if self.url.username else [
-                self.url.password]
-            d.addCallback(lambda _: proto.execute_command("AUTH", *creds))
-        d.addCallback(lambda _: proto.execute_command("SELECT", self.url.db))
-        d.addCallback(lambda _: self._detect(proto))
-
+        """Find out whether the server has the module, load the scripts if
+        not: then the connection serves commands."""
         def loaded(native: bool) -> Deferred | None:
             if native:
                 return None
@@ -107,10 +85,7 @@ class RedisBloom(BloomCommands, service.Service):
                     self._shas[name] = sha
                 work.append(proto.execute_command("SCRIPT", "LOAD", source).addCallback(keep))
             return gatherResults(work, consumeErrors=True)
-        d.addCallback(loaded)
-        d.addCallback(lambda _: self._ready(proto))
-        d.addErrback(self._prepare_failed)
-        return d
+        return self._detect(proto).addCallback(loaded)
 
     def _detect(self, proto: Any) -> Deferred:
         if not self.use_module:
@@ -134,57 +109,16 @@ class RedisBloom(BloomCommands, service.Service):
         d = proto.execute_command("BF.EXISTS", f"{self.prefix}{{probe}}", "x")
         return d.addCallbacks(answered, refused).addCallback(known)
 
-    def _prepare_failed(self, failure: Failure) -> Failure:
-        self._went_down(f"Redis refused the connection setup: {failure.getErrorMessage()}")
-        return failure
-
-    def _ready(self, proto: Any) -> None:
-        self._proto = proto
-        self.counters["connects"] += 1
-        if self._said_down:
-            log.info("Bloom filters: connected to Redis {url} again", url=str(self.url))
-        self._down_since = None
-        self._said_down = False
-        self._last_error = None
-        proto.whenDisconnected().addCallback(lambda _: self._lost(proto))
-
-    def _lost(self, proto: Any) -> None:
-        if proto is not self._proto:
-            return
-        self._proto = None
-        if self.running:
-            self._went_down("the connection to Redis was lost")
-
-    def _connect_failed(self, failure: Failure) -> None:
-        self._went_down(f"cannot connect to Redis: {failure.getErrorMessage()}")
-
-    def _went_down(self, why: str) -> None:
-        self._last_error = why
-        if self._down_since is None:
-            self._down_since = self.reactor.seconds()
-        if not self._said_down:
-            self._said_down = True
-            log.warn("{why} ({url}); Bloom filters (bf.*, stats.unique, once_per_user) are "
-                     "unavailable until Redis is back; pushing goes on", why=why,
-                     url=str(self.url))
-
     @property
     def available(self) -> bool:
-        return self._proto is not None
+        return self.link.connected
 
     # -- sending -----------------------------------------------------------------
     def _send(self, *args: Any) -> Deferred:
         self.counters["commands"] += 1
-        proto = self._proto
-        if proto is None:
+        if not self.link.connected:
             self.counters["unavailable"] += 1
-            return fail(errors.BloomUnavailable(
-                f"Bloom filters are unavailable: {self._last_error or 'Redis is not connected'}"))
-        try:
-            d = proto.execute_command(*args)
-        except Exception as e:
-            return fail(e)
-        return d.addErrback(self._failed)
+        return self.link.send(*args).addErrback(self._failed)
 
     def _failed(self, failure: Failure) -> Failure:
         if failure.check(errors.BloomUnavailable):
@@ -198,8 +132,7 @@ class RedisBloom(BloomCommands, service.Service):
                 message = message[4:]
             raise errors.BloomError(message)
         if failure.check(txredisapi.ConnectionError, txredisapi.TimeoutError, TimeoutError):
-            raise errors.BloomUnavailable(
-                f"Bloom filters are unavailable: {failure.getErrorMessage()}")
+            raise _unavailable(failure.getErrorMessage())
         return failure
 
     def _script(self, name: str, keys: list[str], args: list[Any]) -> Deferred:
@@ -292,18 +225,12 @@ class RedisBloom(BloomCommands, service.Service):
 
     # -- operations ---------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        report: dict[str, Any] = {
-            "up": self.available, "kind": "redis", "server": str(self.url),
-            "engine": None if self.native is None else ("module" if self.native else "lua")}
-        if not self.available:
-            if self._down_since is not None:
-                report["down_for"] = round(self.reactor.seconds() - self._down_since, 1)
-            if self._last_error:
-                report["error"] = self._last_error
-        return report
+        return self.link.health(
+            engine=None if self.native is None else ("module" if self.native else "lua"))
 
     def stats(self) -> dict[str, float]:
-        return {**self.counters, "connected": int(self.available)}
+        return {**self.counters, "connects": self.link.counters["connects"],
+                "connected": int(self.available)}
 
     counter_names = ("commands", "errors", "unavailable", "connects")
 

@@ -20,10 +20,10 @@ which a publish/subscribe message would have lost. Membership of a session is on
 ``EVAL`` over every segment (``SISMEMBER`` of the session's few digests):
 O(1) per segment.
 
-Connections follow pushengine/cluster/redis.py: txredisapi's protocol in a
-``ClientService`` with ``backoffPolicy`` on the injected reactor; a command
-without an answer within the URL's timeout fails; Redis down: every
-operation fails at once with SegmentsUnavailable.
+The connection is a :class:`pushengine.redislink.RedisLink` (made again
+when lost, on the injected reactor); a command without an answer within the
+timeout fails; Redis down: every operation fails at once with
+SegmentsUnavailable.
 """
 from __future__ import annotations
 
@@ -35,13 +35,11 @@ import time
 from typing import Any
 
 from twisted.application import service
-from twisted.application.internet import ClientService, backoffPolicy
-from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from pushengine.cluster.redis import (
-    RedisUrl, _CommandProtocol, _Factory, _ObservedEndpoint, parse_redis_url, redis_endpoint)
+from pushengine.redislink import RedisLink, RedisUrl, parse_redis_url
 
 log = Logger()
 
@@ -53,6 +51,10 @@ UPLOAD_TTL = 3600        # seconds a half-written upload may linger in Redis
 
 class SegmentsUnavailable(Exception):
     """The segment store cannot be reached (Redis down)."""
+
+
+def _unavailable(why: str) -> SegmentsUnavailable:
+    return SegmentsUnavailable(f"segments are unavailable: {why}")
 
 
 def valid_name(name: Any) -> bool:
@@ -244,13 +246,18 @@ class RedisUpload:
                                                "{e}", e=f.getErrorMessage()))
 
 
-class RedisSegments(SegmentStore, service.Service):
+class RedisSegments(SegmentStore, service.MultiService):
     kind = "redis"
 
     def __init__(self, reactor: Any, url: str | RedisUrl, endpoint: Any = None) -> None:
-        super().__init__()
+        SegmentStore.__init__(self)
+        service.MultiService.__init__(self)
         self.reactor = reactor
         self.url = parse_redis_url(url) if isinstance(url, str) else url
+        # an upload's chunks are large: a longer reply timeout than the URL's
+        self.link = RedisLink(reactor, self.url, _unavailable, endpoint=endpoint,
+                              timeout=max(self.url.timeout, 10.0))
+        self.link.setServiceParent(self)         # starts and stops with the store
         self.prefix = self.url.prefix
         self.meta_key = f"{self.prefix}segments"
         self.versions_key = f"{self.prefix}segments:versions"
@@ -258,32 +265,16 @@ class RedisSegments(SegmentStore, service.Service):
         self.poll_interval = POLL_INTERVAL
         self._poller = LoopingCall(self.poll)
         self._poller.clock = reactor
-        self._proto: Any = None
-        self._error: str | None = None
-        endpoint = endpoint if endpoint is not None else self._endpoint()
-        # an upload's chunks are large: a longer reply timeout than the URL's
-        timeout = max(self.url.timeout, 10.0)
-        self._client = ClientService(
-            _ObservedEndpoint(endpoint, self._connect_failed),
-            _Factory(lambda: _CommandProtocol(reactor, timeout)),
-            retryPolicy=backoffPolicy(initialDelay=0.2, maxDelay=5.0), clock=reactor,
-            prepareConnection=self._prepare)
-
-    def _endpoint(self) -> Any:
-        return redis_endpoint(self.reactor, self.url)
 
     def startService(self) -> None:
         super().startService()
-        self._client.startService()
         self._poller.start(self.poll_interval, now=False).addErrback(
             lambda f: log.failure("polling segment versions stopped", f))
 
     def stopService(self) -> Deferred:
-        super().stopService()
         if self._poller.running:
             self._poller.stop()
-        self._proto = None
-        return self._client.stopService()
+        return super().stopService()
 
     # -- changes made by other nodes ---------------------------------------------
     def changed_here(self, name: str, version: Any) -> None:
@@ -316,41 +307,12 @@ class RedisSegments(SegmentStore, service.Service):
                 log.failure("reading segment versions failed", f)
         return d.addCallbacks(read, failed)
 
-    def _prepare(self, proto: Any) -> Deferred:
-        d = succeed(None)
-        if self.url.password is not None:
-            creds = [self.url.username, self.url.password] if self.url.username else [
-                self.url.password]
-            d.addCallback(lambda _: proto.execute_command("AUTH", *creds))
-        d.addCallback(lambda _: proto.execute_command("SELECT", self.url.db))
-
-        def ready(_: Any) -> None:
-            self._proto = proto
-            self._error = None
-            proto.whenDisconnected().addCallback(lambda _: self._lost(proto))
-        return d.addCallback(ready)
-
-    def _lost(self, proto: Any) -> None:
-        if proto is self._proto:
-            self._proto = None
-            self._error = "the connection to Redis was lost"
-
-    def _connect_failed(self, failure: Any) -> None:
-        self._error = f"cannot connect to Redis: {failure.getErrorMessage()}"
-
     def whenReady(self) -> Deferred:
         """Fires once connected (tests)."""
-        return self._client.whenConnected().addCallback(lambda _: None)
+        return self.link.whenReady()
 
     def send(self, *args: Any) -> Deferred:
-        proto = self._proto
-        if proto is None:
-            return fail(SegmentsUnavailable(
-                f"segments are unavailable: {self._error or 'Redis is not connected'}"))
-        try:
-            return proto.execute_command(*args)
-        except Exception as e:
-            return fail(SegmentsUnavailable(f"segments are unavailable: {e}"))
+        return self.link.send(*args)
 
     def begin(self, name: str) -> RedisUpload:
         return RedisUpload(self, name)
@@ -407,7 +369,7 @@ class RedisSegments(SegmentStore, service.Service):
             lambda f: f.value.subFailure if f.check(FirstError) else f)
 
     def health(self) -> dict:
-        return {"kind": "redis", "up": self._proto is not None, "error": self._error}
+        return {"kind": "redis", "up": self.link.connected, "error": self.link.error}
 
 
 def build_segments(reactor: Any, redis_url: str | None) -> SegmentStore:

@@ -48,7 +48,7 @@ def stores(clock: Clock, redis: FakeRedis, *nodes: str) -> list[RedisPresenceSto
     out = []
     for node in nodes:
         s = RedisPresenceStore(clock, "redis://127.0.0.1:6379/0?prefix=t:", node, ttl=30)
-        s._proto = redis
+        s.link.proto = redis
         out.append(s)
     return out
 
@@ -82,7 +82,7 @@ def test_garbage_in_a_field_is_ignored_and_redis_down_fails_at_once() -> None:
     results = []
     a.read("r").addCallback(results.append)
     assert results == [{}]
-    a._proto = None
+    a.link.proto = None
     failures = []
     a.read("r").addErrback(failures.append)
     a.write("r", ["u"]).addErrback(failures.append)
