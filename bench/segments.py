@@ -55,8 +55,9 @@ def write_file(path: str, rows: int, unique: int | None = None, mib: int | None 
                 f.write(f"+7 999 {i:07d},User{i}@Example.com\n")
             return rows
         block = "".join(f"+7 999 {i:07d},User{i}@Example.com\n" for i in range(unique))
-        written, target = 0, mib << 20
-        while f.tell() < target:
+        # at most the size asked for: 1024 MiB is exactly --max-segment-body
+        written, target, size = 0, mib << 20, len(block.encode("utf-8"))
+        while f.tell() + size <= target:
             f.write(block)
             written += unique
         return written
