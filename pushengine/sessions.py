@@ -441,7 +441,9 @@ class SessionManager:
         if queue or timeout <= 0:
             self._arm_expiry(session)
             return self._take(session, ack is not None)
-        self._disarm_expiry(session)
+        # the expiry timer stays armed while the poll is parked (it does
+        # nothing for a session with a delivery, and the answer resets it):
+        # no cancel and new timer per poll
         # the canceller holds the session, not the poll: no reference cycle
         # for the collector to find after every answer
         poll = LongPoll(Deferred(partial(self._cancelled, session)), ack is not None)

@@ -152,8 +152,14 @@ class FastChannel(Protocol):
         self.upgraded = False
         self.closing = False
         self.refused: _Refused | None = None   # why a parser callback stopped the parser
+        # the two deadlines' timers outlive their deadlines: disarming only
+        # clears the flag, arming again resets the same timer (a reset to a
+        # later time costs the reactor nothing; a cancel and a new timer cost
+        # two heap operations among every connection's timers)
         self.header_timer: Any = None
+        self.header_armed = False
         self.idle_timer: Any = None
+        self.idle_armed = False
         self.peer = ""
 
     # -- connection ------------------------------------------------------------
@@ -168,7 +174,7 @@ class FastChannel(Protocol):
         if self.closing:
             return
         self._cancel_idle()
-        if self.request is None and self.header_timer is None and not self.busy:
+        if self.request is None and not self.header_armed and not self.busy:
             self._arm_header_deadline()   # the first byte of a keep-alive request
         try:
             self.parser.feed_data(data)
@@ -397,40 +403,43 @@ class FastChannel(Protocol):
     # -- deadlines -------------------------------------------------------------------------
     def _arm_header_deadline(self) -> None:
         timeout = self.factory.header_timeout
-        if timeout and self.header_timer is None:
-            self.header_timer = self.factory.clock.callLater(timeout, self._headers_too_slow)
+        if timeout and not self.header_armed:
+            self.header_armed = True
+            self.header_timer = _rearm(self.header_timer, self.factory.clock, timeout,
+                                       self._headers_too_slow)
 
     def _cancel_header_deadline(self) -> None:
-        if self.header_timer is not None:
-            if self.header_timer.active():
-                self.header_timer.cancel()
-            self.header_timer = None
+        self.header_armed = False         # the timer fires for nothing, or is reset
 
     def _headers_too_slow(self) -> None:
         self.header_timer = None
-        if not self.closing:
+        if self.header_armed and not self.closing:
+            self.header_armed = False
             self._fail(408, "the request headers did not arrive in time")
 
     def _arm_idle(self) -> None:
         timeout = self.factory.idle_timeout
-        if timeout and self.idle_timer is None and not self.closing:
-            self.idle_timer = self.factory.clock.callLater(timeout, self._idle)
+        if timeout and not self.idle_armed and not self.closing:
+            self.idle_armed = True
+            self.idle_timer = _rearm(self.idle_timer, self.factory.clock, timeout, self._idle)
 
     def _cancel_idle(self) -> None:
-        if self.idle_timer is not None:
-            if self.idle_timer.active():
-                self.idle_timer.cancel()
-            self.idle_timer = None
+        self.idle_armed = False
 
     def _idle(self) -> None:
         self.idle_timer = None
-        if not self.busy and not self.closing:
+        if self.idle_armed and not self.busy and not self.closing:
+            self.idle_armed = False
             self.closing = True
             self.transport.loseConnection()
 
     def _cancel_timers(self) -> None:
-        self._cancel_header_deadline()
-        self._cancel_idle()
+        """The connection ends: no timer outlives it."""
+        self.header_armed = self.idle_armed = False
+        for timer in (self.header_timer, self.idle_timer):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self.header_timer = self.idle_timer = None
 
     def _fail(self, status: int, message: str, rpc: bool = False) -> None:
         """Answer an error and close (the request stream is out of step)."""
@@ -447,6 +456,15 @@ class FastChannel(Protocol):
                              b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
                              % (len(data), data))
         self.transport.loseConnection()
+
+
+def _rearm(timer: Any, clock: Any, delay: float, call: Any) -> Any:
+    """``timer`` moved to ``delay`` seconds from now, or a new one when it
+    has fired."""
+    if timer is not None and timer.active():
+        timer.reset(delay)
+        return timer
+    return clock.callLater(delay, call)
 
 
 class _Refused(Exception):
