@@ -341,15 +341,7 @@ class Api:
             raise BadParams("key must be a view key (a string)")
         if key is None or not self._user_bound(key):
             return maybeDeferred(self.online.count, key)
-        if sid is None:
-            raise UnknownKey("the figure of a personal view is given to its subscribers "
-                             "only: pass your session id")
-
-        def count(session):
-            if key not in session.subs:
-                raise UnknownKey("this session has no subscription with that key")
-            return maybeDeferred(self.online.count, key)
-        return self._with_session(sid, count)
+        return self._to_subscriber(key, sid, lambda: maybeDeferred(self.online.count, key))
 
     def stats_unique(self, key: Any, sid: Any = None) -> Any:
         """Distinct authorized users who subscribed to view ``key`` in the
@@ -361,6 +353,10 @@ class Api:
             return 0
         if not self._user_bound(key):
             return self.unique.count(key)
+        return self._to_subscriber(key, sid, lambda: self.unique.count(key))
+
+    def _to_subscriber(self, key: str, sid: Any, figure: Any) -> Any:
+        """``figure()`` of a personal view, for a session subscribed to it only."""
         if sid is None:
             raise UnknownKey("the figure of a personal view is given to its subscribers "
                              "only: pass your session id")
@@ -368,7 +364,7 @@ class Api:
         def count(session):
             if key not in session.subs:
                 raise UnknownKey("this session has no subscription with that key")
-            return self.unique.count(key)
+            return figure()
         return self._with_session(sid, count)
 
     def _user_bound(self, key: str) -> bool:

@@ -97,7 +97,7 @@ class LongPoll:
 
 class Session:
     __slots__ = ("id", "user", "subs", "queue", "replay", "next_seq", "delivery", "expiry",
-                 "manager", "bounds", "client", "sent", "forgotten", "segment_hashes", "__weakref__")
+                 "manager", "bounds", "client", "sent", "segment_hashes", "__weakref__")
 
     def __init__(self, manager: "SessionManager", id_: str, client: Any = None) -> None:
         self.manager = manager
@@ -110,7 +110,6 @@ class Session:
         self.replay: deque = deque()     # written to a stream: seqs forgotten+1 .. sent
         self.next_seq = 1
         self.sent = 0                    # the seq before the queue's first
-        self.forgotten = 0               # highest seq dropped from the log
         self.delivery: Any = None
         self.expiry: IDelayedCall | None = None
 
@@ -119,6 +118,11 @@ class Session:
         """The parked long-poll, if that is what is attached."""
         d = self.delivery
         return d if d is not None and not d.streaming else None
+
+    @property
+    def forgotten(self) -> int:
+        """The highest seq dropped from the log (the replay ends at ``sent``)."""
+        return self.sent - len(self.replay)
 
     def deliver(self, fragment: str, key: str) -> None:
         """Queue one encoded event (called by windows with the fragment they
@@ -132,7 +136,6 @@ class Session:
         if len(queue) + len(self.replay) > manager.max_queue:
             if self.replay:          # what a stream wrote already goes first
                 self.replay.popleft()
-                self.forgotten += 1
             else:
                 manager.overflow(self)
         if self.delivery is not None:
@@ -235,7 +238,7 @@ class SessionManager:
         session.queue.clear()
         session.replay.clear()
         session.next_seq = after + 1
-        session.sent = session.forgotten = after
+        session.sent = after
 
     def pending_from(self, session: Session) -> int:
         """The seq the client will see next: the first queued, else the next."""
@@ -244,14 +247,14 @@ class SessionManager:
     def renumber(self, session: Session, after: int) -> None:
         """Number the queued events from ``after + 1`` on (none was delivered)."""
         session.replay.clear()
-        session.sent = session.forgotten = after
+        session.sent = after
         session.next_seq = after + 1 + len(session.queue)
 
     def clear_events(self, session: Session) -> None:
         """Drop every queued event (they are about to be replaced by resets)."""
         session.queue.clear()
         session.replay.clear()
-        session.sent = session.forgotten = session.next_seq - 1
+        session.sent = session.next_seq - 1
 
     def queued(self, session: Session) -> list[tuple[int, str, str]]:
         """The events not yet written to a stream (or acknowledged), as
@@ -316,11 +319,10 @@ class SessionManager:
         queue, replay, limit = session.queue, session.replay, self.max_queue
         while replay and len(queue) + len(replay) > limit:
             replay.popleft()
-            session.forgotten += 1
         if len(queue) + len(replay) <= limit:
             return
         self.overflows += 1
-        session.forgotten = session.sent = session.next_seq - 1
+        session.sent = session.next_seq - 1
         queue.clear()
         for key, window in session.subs.items():
             queue.append(window.reset_fragment())
@@ -369,7 +371,7 @@ class SessionManager:
             for _ in range(min(last_seq - session.sent, len(queue))):
                 queue.popleft()
         replay.clear()
-        session.sent = session.forgotten = last_seq
+        session.sent = last_seq
         if queue:
             self.replays += 1
 
@@ -420,7 +422,6 @@ class SessionManager:
         queue.clear()
         over = len(replay) - self.max_queue
         if over > 0:
-            session.forgotten += over
             for _ in range(over):
                 replay.popleft()
 
@@ -436,7 +437,6 @@ class SessionManager:
             for _ in range(dropped):
                 queue.popleft()
             session.sent += dropped
-            session.forgotten = session.sent
         timeout = min(max(timeout, 0.0), self.settings.max_timeout)
         if queue or timeout <= 0:
             self._arm_expiry(session)
@@ -456,9 +456,9 @@ class SessionManager:
     def _unwrite(session: Session) -> None:
         """A long-poll after a stream: the events the stream wrote are queued
         again (a poll's ``ack`` says which of them the client has)."""
+        session.sent = session.forgotten
         session.queue.extendleft(reversed(session.replay))
         session.replay.clear()
-        session.sent = session.forgotten
 
     def _take(self, session: Session, acking: bool) -> RawJSON:
         queue = session.queue
@@ -468,7 +468,6 @@ class SessionManager:
         answer = events_json(session.sent + 1, queue)
         if not acking:
             session.sent += len(queue)
-            session.forgotten = session.sent
             queue.clear()
         return answer
 

@@ -29,6 +29,7 @@ from pushengine.errors import ApiError, UnknownSession
 from pushengine.events import DROPPED, Fragment, utf8
 from pushengine.transports.guard import Guard, json_error
 from pushengine.transports.heartbeat import Heartbeat
+from pushengine.transports.producer import StreamProducer
 
 log = Logger()
 PING_INTERVAL = 15.0
@@ -45,7 +46,7 @@ def sse_messages(first: int, fragments: Sequence[Fragment]) -> bytes:
                      for seq, f in enumerate(fragments, first) if f is not DROPPED])
 
 
-class SseStream:
+class SseStream(StreamProducer):
     """One open event stream: a delivery of the session it is attached to."""
 
     streaming = True
@@ -84,18 +85,6 @@ class SseStream:
         except Exception:
             log.failure("finishing an event stream failed")
 
-    # -- IPushProducer (the request's) ------------------------------------------
-    def pauseProducing(self) -> None:
-        self.paused = True
-
-    def resumeProducing(self) -> None:
-        if self.paused:
-            self.paused = False
-            if self.session is not None:
-                self.sessions.resume_writing(self.session, self)
-
-    def stopProducing(self) -> None:
-        self.paused = True
 
     # -- lifetime --------------------------------------------------------------
     def start(self, session: Any) -> None:

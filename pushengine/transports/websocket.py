@@ -41,6 +41,7 @@ from wsproto.utilities import RemoteProtocolError
 from pushengine.events import DROPPED, Fragment, utf8
 from pushengine.transports.guard import Guard, json_error
 from pushengine.transports.heartbeat import Heartbeat
+from pushengine.transports.producer import StreamProducer
 
 log = Logger()
 PING_INTERVAL = 30.0
@@ -70,7 +71,7 @@ def events_frame(first: int, fragments: Sequence[Fragment]) -> bytes:
     return text_frame(EVENTS_HEAD + params + b"]}")
 
 
-class WsConnection:
+class WsConnection(StreamProducer):
     """One WebSocket: calls in, answers and events out; the delivery of the
     session it carries."""
 
@@ -209,18 +210,6 @@ class WsConnection:
         self.session = None
         self._close(NORMAL, "the session is delivered elsewhere now")
 
-    # -- IPushProducer (the request's) -----------------------------------------------
-    def pauseProducing(self) -> None:
-        self.paused = True
-
-    def resumeProducing(self) -> None:
-        if self.paused:
-            self.paused = False
-            if self.session is not None:
-                self.sessions.resume_writing(self.session, self)
-
-    def stopProducing(self) -> None:
-        self.paused = True
 
 
 class WebSocketResource(Resource):
