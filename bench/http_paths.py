@@ -10,7 +10,8 @@ requests, ``session.get_events(sid, 0, 0)`` (``ack`` 0 keeps the events
 queued, so every answer carries them), 50 at a time, through an in-memory
 transport. Prints CPU microseconds per answer and answers per CPU-second;
 then the same for parked polls woken by a change (``--polls`` connections,
-one change answers them all: the fan-out path of long-polling).
+one change answers them all: the fan-out path of long-polling), and per poll
+parked again. The collector runs with the node's own settings (``tune_gc``).
 Run it on a quiet machine; wrk figures are in bench/http_roundtrip.py.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from twisted.internet.address import IPv4Address  # noqa: E402
 from twisted.internet.testing import StringTransport  # noqa: E402
 
+from pushengine.tap import tune_gc  # noqa: E402
 from tests.http.harness import ClockNode, Http, Rpc  # noqa: E402
 
 
@@ -91,11 +93,11 @@ def request(body: dict) -> bytes:
             b"Content-Length: %d\r\n\r\n%s" % (len(raw), raw))
 
 
-def measure_woken(front: str, polls: int, changes: int = 5) -> float:
-    """CPU per answer of parked polls woken by one change: ``polls``
-    keep-alive connections, each with a session on one shared view and a
-    ``get_events`` parked; each change answers them all, then they park
-    again (the parking is not timed)."""
+def measure_woken(front: str, polls: int, changes: int = 5) -> tuple[float, float]:
+    """CPU per answer of parked polls woken by one change, and per poll
+    parked: ``polls`` keep-alive connections, each with a session on one
+    shared view and a ``get_events`` parked; each change answers them all,
+    then they park again. A long-polling session costs both per change."""
     from pushengine.changes import Change
     node = ClockNode("--http", front, "--client-rate", "0", "--max-client-sessions", "0",
                      "--max-sessions", "0")
@@ -115,11 +117,15 @@ def measure_woken(front: str, polls: int, changes: int = 5) -> float:
                                        "params": [sid, 1]}))
         transport.clear()
         conns.append((protocol, transport, sid))
-    spent = 0.0
+    spent = parking = 0.0
     for n in range(changes):
+        polls_in = [request({"jsonrpc": "2.0", "id": 3, "method": "session.get_events",
+                             "params": [sid, 30, n]}) for _, _, sid in conns]
+        start = time.process_time()
+        for (protocol, transport, sid), data in zip(conns, polls_in):
+            protocol.dataReceived(data)
+        parking += time.process_time() - start
         for protocol, transport, sid in conns:
-            protocol.dataReceived(request({"jsonrpc": "2.0", "id": 3, "method":
-                                           "session.get_events", "params": [sid, 30, n]}))
             assert not transport.value(), transport.value()[:200]
         change = Change("Stream", "upsert", 1, {
             "id": 1, "title": "a stream", "user_id": 1, "live": True, "public": True,
@@ -130,7 +136,7 @@ def measure_woken(front: str, polls: int, changes: int = 5) -> float:
         for protocol, transport, sid in conns:
             assert transport.value().count(b"HTTP/1.1 200") == 1, transport.value()[:300]
             transport.clear()
-    return spent / (changes * polls)
+    return spent / (changes * polls), parking / (changes * polls)
 
 
 def main() -> None:
@@ -139,15 +145,17 @@ def main() -> None:
     p.add_argument("--polls", type=int, default=2_000,
                    help="parked polls woken by each change (the woken figure)")
     a = p.parse_args()
+    tune_gc()      # the collector's settings of a running node (twistd pushengine)
     costs = {front: measure(front, a.requests) for front in ("twisted", "fast")}
     for front, cost in costs.items():
         print(f"--http {front:8}: {cost * 1e6:7.1f} µs CPU per answer, "
               f"{1 / cost:9,.0f} answers per CPU-second")
     print(f"fast / twisted: ×{costs['twisted'] / costs['fast']:.1f}")
     woken = {front: measure_woken(front, a.polls) for front in ("twisted", "fast")}
-    for front, cost in woken.items():
+    for front, (cost, park) in woken.items():
         print(f"--http {front:8}: {cost * 1e6:7.1f} µs CPU per woken poll's answer "
-              f"({a.polls:,} polls woken by one change)")
+              f"({a.polls:,} polls woken by one change), {park * 1e6:5.1f} µs per poll "
+              f"parked again")
 
 
 if __name__ == "__main__":

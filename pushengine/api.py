@@ -125,7 +125,8 @@ class Api:
             "session.authorize": Method(self.session_authorize, max_string=8192),
             "session.subscribe": Method(self.session_subscribe),
             "session.unsubscribe": Method(self.session_unsubscribe),
-            "session.get_events": Method(self.session_get_events, with_caller=True),
+            "session.get_events": Method(self.session_get_events, with_caller=True,
+                                         shortcut=self.get_events_shortcut),
             "session.attach": Method(self.session_attach, with_caller=True),
             "stats.online": Method(self.stats_online),
             "stats.unique": Method(self.stats_unique),
@@ -283,11 +284,35 @@ class Api:
         if ack is not None and (isinstance(ack, bool) or not isinstance(ack, int) or ack < 0):
             raise BadParams("ack must be an integer sequence number, 0 or more")
 
-        def polled(session):
-            self._count_online(session)
-            self._tell("polled", session)
-            return self.sessions.get_events(session, float(timeout), ack)
-        return self._at_seq(sid, ack, polled)
+        return self._at_seq(sid, ack, lambda session: self._poll(session, timeout, ack))
+
+    def _poll(self, session: Any, timeout: float, ack: int | None) -> Any:
+        self._count_online(session)
+        self._tell("polled", session)
+        return self.sessions.get_events(session, float(timeout), ack)
+
+    def get_events_shortcut(self, params: list, caller: Any) -> Callable[[], Any] | None:
+        """The common ``session.get_events`` call, prepared for the
+        dispatcher's shortcut (``rpc.Method.shortcut``): positional params
+        ``[sid, timeout]`` or ``[sid, timeout, ack]``, a session this node
+        holds, a timeout of 0 to 10**9 seconds, an ack within the session's
+        numbering, over HTTP. Returns the poll to run, or None when the call
+        is anything else: the method itself then answers it, errors and
+        resumption included, so they keep one source."""
+        if getattr(caller, "channel", None) is not None or not 2 <= len(params) <= 3:
+            return None
+        sid, timeout = params[0], params[1]
+        ack = params[2] if len(params) == 3 else None
+        if type(sid) is not str or type(timeout) not in (int, float) \
+                or not 0 <= timeout < 1e9:
+            return None
+        session = self.sessions.sessions.get(sid)
+        if session is None:
+            return None
+        if ack is not None and (type(ack) is not int or not
+                                0 <= ack <= self.sessions.last_seq(session)):
+            return None
+        return lambda: self._poll(session, timeout, ack)
 
     # -- streams (SSE, WebSocket) ----------------------------------------------
     def stream(self, sid: Any, delivery: Any, last_seq: int | None) -> Any:

@@ -36,6 +36,7 @@ log = Logger()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 MAX_STRING = 1024
 MAX_ITEMS = 100
+_ID_LIMIT = strictjson.MAX_SAFE_INTEGER
 
 
 def encode(value: Any) -> str:
@@ -55,11 +56,18 @@ class Method:
 
     def __init__(self, func: Callable, names: list[str] | None = None,
                  required: int | None = None, with_caller: bool = False,
-                 max_string: int = MAX_STRING, max_items: int = MAX_ITEMS) -> None:
+                 max_string: int = MAX_STRING, max_items: int = MAX_ITEMS,
+                 shortcut: Callable[[list, Any], Callable[[], Any] | None] | None = None
+                 ) -> None:
         """``with_caller``: ``func`` takes the caller (who sent the call, as
         the transport knows it) as its first argument, before the params.
-        ``max_string`` / ``max_items`` bound the strings and lists of params."""
+        ``max_string`` / ``max_items`` bound the strings and lists of params.
+        ``shortcut(params, caller)``: for a method called far more often than
+        the others (every long-poll is a ``session.get_events``), the call
+        prepared from a list of positional params it has fully checked, or
+        None to let ``func`` answer it (see ``Dispatcher._shortcut``)."""
         self.func = func
+        self.shortcut = shortcut
         self.with_caller = with_caller
         self.max_string = max_string
         self.max_items = max_items
@@ -135,6 +143,10 @@ class Dispatcher:
             request, _ = strictjson.decode(body, judge=False)
         except strictjson.UnsafeJSON as e:
             return self._whole_error(ParseError(f"parse error: {e}"))
+        if type(request) is dict:
+            answer = self._shortcut(request, caller)
+            if answer is not None:
+                return answer
         calls = request if isinstance(request, list) else [request]
         if isinstance(request, list):
             if not request:
@@ -157,6 +169,86 @@ class Dispatcher:
         if isinstance(answer, Deferred):
             return answer.addCallback(self._utf8)
         return self._utf8(answer)
+
+    def _shortcut(self, call: dict, caller: Any) -> bytes | Deferred | None:
+        """The answer of a lone call whose method has a shortcut, without the
+        generic path's layers (a walk of every value, named params, closures,
+        a chain of callbacks): the same bytes, or None to take that path.
+
+        Only the plainest shape is taken: an object with exactly ``jsonrpc``
+        "2.0" (or none: the legacy form), ``method``, ``params`` as a list and
+        an ``id`` that is an integer within ±2**53 or an ASCII string of at
+        most ``MAX_STRING`` characters; the method's shortcut checks the
+        params themselves. The call is admitted (the client's call rate)
+        only once it is known to be taken, so that nothing counts twice."""
+        name = call.get("method")
+        if type(name) is not str:
+            return None
+        method = self.methods.get(name)
+        if method is None or method.shortcut is None:
+            return None
+        id_ = call.get("id")
+        params = call.get("params")
+        modern = "jsonrpc" in call
+        if type(params) is not list or len(call) != (4 if modern else 3) \
+                or (modern and call["jsonrpc"] != "2.0"):
+            return None
+        if type(id_) is int:
+            if not -_ID_LIMIT <= id_ <= _ID_LIMIT:
+                return None
+            id_text = b"%d" % id_
+        elif type(id_) is str and len(id_) <= MAX_STRING and id_.isascii():
+            id_text = _encoder.encode(id_).encode()
+        else:
+            return None
+        run = method.shortcut(params, caller)
+        if run is None:
+            return None
+        if self.admit is not None:
+            wait = self.admit(caller, 1)
+            if wait > 0:
+                return self._refuse(call, RateLimited(retry_after=wait))
+        try:
+            result = run()
+        except Exception:
+            return self._shortcut_failed(Failure(), name, id_, modern)
+        if isinstance(result, Deferred):
+            return result.addCallbacks(self._framed, self._shortcut_failed,
+                                       callbackArgs=(id_, id_text, modern),
+                                       errbackArgs=(name, id_, modern))
+        return self._framed(result, id_, id_text, modern)
+
+    def _framed(self, result: Any, id_: Any, id_text: bytes, modern: bool) -> bytes:
+        """A shortcut's result (``RawJSON``, or JSON-ready values) in its
+        answer; errors as the generic path gives them (``_one``, ``_utf8``)."""
+        try:
+            text = encode(result)
+        except (TypeError, ValueError):
+            log.error("a shortcut returned a value that is not JSON")
+            return self._error_text(ApiError("internal error"), id_, modern).encode()
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            log.error("an answer held text that is not Unicode; answered an error instead")
+            return self._whole_error(ApiError("internal error"))
+        if modern:
+            return b'{"jsonrpc":"2.0","result":%s,"id":%s}' % (data, id_text)
+        return b"[" + data + b"]"
+
+    def _shortcut_failed(self, f: Failure, name: str, id_: Any, modern: bool) -> bytes | None:
+        if f.check(CancelledError):
+            return None                 # the client went away: nothing to answer
+        if f.check(ApiError):
+            error = f.value
+        else:
+            log.failure("method {m} failed", f, m=name)
+            error = ApiError("internal error")
+        text = self._error_text(error, id_, modern)
+        if isinstance(error, RateLimited):
+            text = _Limited(text)
+            text.retry_after = error.retry_after
+            return self._utf8(text)
+        return text.encode("utf-8")
 
     def _refuse(self, request: Any, error: RateLimited) -> Refusal:
         """Error 1007 for every call of the request, nothing run."""

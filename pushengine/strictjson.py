@@ -168,3 +168,18 @@ def safe_id(value: Any) -> bool:
     if isinstance(value, int):
         return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
     return isinstance(value, str)
+
+
+def identical(a: Any, b: Any) -> bool:
+    """``a == b`` as JSON values. Python's ``==`` holds ``True == 1 == 1.0``,
+    which JSON, a client and a view's conditions tell apart (``public: 1`` is
+    not ``public: true``): the types must match at every level too."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(identical(v, b[k]) for k, v in a.items())
+    if type(a) is list:
+        return len(a) == len(b) and all(map(identical, a, b))
+    if type(a) is float:
+        return repr(a) == repr(b)       # 0.0 and -0.0 are written apart
+    return a == b

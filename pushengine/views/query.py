@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from sortedcontainers import SortedList
 
+from pushengine.strictjson import identical
 from pushengine.views.spec import BoundView
 from pushengine.views.values import Descending, sort_key
 from pushengine.views.window import Window
@@ -105,14 +106,14 @@ class Query:
     def upsert(self, id_: Any, obj: dict) -> None:
         old = self.objects.get(id_)
         if self.decorate is None:
-            if old is not None and old == obj:
+            if old is not None and old == obj and identical(old, obj):
                 return
             matches = self.match(obj)
         else:
             matches = self.match(obj)
             if matches:
                 obj = self.decorate(obj)
-                if old is not None and old == obj:
+                if old is not None and old == obj and identical(old, obj):
                     return
         if old is None:
             if self.gate is not None:

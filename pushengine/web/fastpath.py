@@ -28,6 +28,7 @@ from twisted.web.http import HTTPChannel
 
 from pushengine.limits import retry_after
 from pushengine.rpc import Refusal
+from pushengine.web.clients import CALLER_HEADERS
 from pushengine.web.sendnow import send_now
 
 log = Logger()
@@ -161,6 +162,7 @@ class FastChannel(Protocol):
         self.idle_timer: Any = None
         self.idle_armed = False
         self.peer = ""
+        self.plain_caller: Any = None    # the Caller of requests without caller headers
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -324,6 +326,13 @@ class FastChannel(Protocol):
 
     def _write(self, r: _Request, status: int, body: bytes,
                headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        if status == 200 and not headers and r.keep_alive and not self.closing:
+            # the common answer (a poll's): its head is made once per site
+            factory = self.factory
+            send_now(self.transport, factory.ok_head + b"%d" % len(body)
+                     + factory.ok_tail + body)
+            self._done(False)
+            return
         parts = [_status_line(status)]
         if status != 204:
             parts.append(b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body))
@@ -497,6 +506,11 @@ class FastSite:
             (b"Access-Control-Allow-Headers",
              b"content-type, x-api-key, authorization, last-event-id"),
             (b"Access-Control-Max-Age", b"600")]
+        # a 200 JSON answer on a kept-alive connection: head, length, tail, body
+        self.ok_head = (_status_line(200) + b"Content-Type: application/json\r\n"
+                        b"Content-Length: ")
+        self.ok_tail = b"\r\nCache-Control: no-store\r\n" + b"".join(
+            name + b": " + value + b"\r\n" for name, value in self.cors_headers) + b"\r\n"
         self.routes = {(b"POST", b"/api/jsonrpc"): self.jsonrpc,
                        (b"POST", b"/api/publish"): self.publish}
 
@@ -511,7 +525,17 @@ class FastSite:
         return FastChannel(self)
 
     def _caller(self, channel: FastChannel, r: _Request) -> Any:
-        return self.web.guard.clients.caller_of(channel.peer, r.headers)
+        """Who sent ``r``. A request without any header that could change the
+        answer (forwarding, a Bearer token, an Origin) is the connection's
+        plain caller, found once per connection."""
+        headers = r.headers
+        if any(name in headers for name in CALLER_HEADERS):
+            return self.web.guard.clients.caller_of(channel.peer, headers)
+        caller = channel.plain_caller
+        if caller is None:
+            caller = channel.plain_caller = self.web.guard.clients.caller_of(
+                channel.peer, headers)
+        return caller
 
     def _key_allowed(self, r: _Request) -> bool:
         keys = self.web.guard.api_keys

@@ -60,3 +60,26 @@ def test_bounds_on_strings_and_lists():
 ])
 def test_safe_ids(value, ok):
     assert strictjson.safe_id(value) is ok
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, -0.0, 1.0, 2.5])
+    | st.text(max_size=2),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner,
+                                                                 max_size=3),
+    max_leaves=8)
+
+
+@given(json_values, json_values)
+def test_identical_is_equality_of_the_json_text(a, b):
+    same_text = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert strictjson.identical(a, b) == same_text
+    assert strictjson.identical(a, a)
+
+
+def test_identical_tells_apart_what_python_calls_equal():
+    assert {"public": True} == {"public": 1}
+    assert not strictjson.identical({"public": True}, {"public": 1})
+    assert not strictjson.identical([1], [1.0])
+    assert not strictjson.identical({"a": 0.0}, {"a": -0.0})
+    assert strictjson.identical({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]})

@@ -314,3 +314,17 @@ def test_non_finite_params_are_refused(value):
         catalog.views["UserStreamView"].bind({"user_id": value}, None, None)
     with pytest.raises(ParamError):
         catalog.views["NearStreamView"].bind({"lat": value, "lon": 1, "km": 1}, None, None)
+
+
+def test_an_update_that_python_calls_equal_is_still_a_change():
+    """``{"public": 1} == {"public": True}`` in Python, but 1 is not true for
+    privacy (it fails closed): the object must leave the public view."""
+    engine, _ = make_engine(HOME)
+    engine.apply_changes([upsert({"id": 1, "user_id": 5, "public": True, "n": 1})])
+    s, state = subscribe(engine, "User", {"user_id": 5})
+    assert [o["id"] for o in state] == [1]
+    engine.apply_changes([upsert({"id": 1, "user_id": 5, "public": 1, "n": 1})])
+    assert events(engine, s) == [("delete", 1)]
+    engine.apply_changes([upsert({"id": 1, "user_id": 5, "public": True, "n": 1})])
+    engine.apply_changes([upsert({"id": 1, "user_id": 5, "public": True, "n": 1.0})])
+    assert events(engine, s) == [("insert", 1), ("update", 1)]
