@@ -1,6 +1,6 @@
 """get_events round trips per second over HTTP, with events waiting, beside nchan.
 
-    python bench/http_roundtrip.py [--seconds 10] [--connections 50] [--http fast|twisted]
+    python bench/http_roundtrip.py [--seconds 10] [--connections 50] [--http fast|twisted] [--repeat N]
 
 Starts ``twistd -n pushengine`` on a free port, makes one session with 10
 events waiting, then has wrk (a separate C process, one thread) POST
@@ -94,17 +94,9 @@ def nchan_answers(seconds: int, connections: int, size: int) -> float:
             return wrk(server.url + "/sub/answers", seconds, connections, script)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seconds", type=int, default=10)
-    p.add_argument("--connections", type=int, default=50)
-    p.add_argument("--http", choices=["fast", "twisted"], default="fast")
-    p.add_argument("--engine", default="", help="extra engine options, e.g. "
-                   "'--memcache 127.0.0.1:11211'")
-    a = p.parse_args()
-    if not shutil.which("wrk"):
-        raise SystemExit("wrk is not installed (apt-get install wrk)")
+def engine_answers(a: argparse.Namespace) -> tuple[float, float, int]:
+    """(GET /health answers/s, get_events answers/s, bytes per event) of a
+    fresh engine."""
     with tempfile.TemporaryDirectory() as workdir:
         port = free_port()
         proc = start_engine(port, workdir, "--http", a.http, *a.engine.split())
@@ -128,12 +120,36 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(10)
-    print(f"pushengine --http {a.http}: GET /health {health:,.0f} answers/s; "
-          f"get_events with 10 events waiting {events:,.0f} answers/s "
-          f"(events of {size} bytes)")
-    peer = nchan_answers(a.seconds, a.connections, size)
-    print(f"nchan: GET /sub with 10 messages of {size} bytes waiting {peer:,.0f} answers/s")
-    print(f"ratio pushengine / nchan: ×{events / peer:.2f}")
+    return health, events, size
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=int, default=10)
+    p.add_argument("--connections", type=int, default=50)
+    p.add_argument("--http", choices=["fast", "twisted"], default="fast")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="pairs of runs (engine, then nchan), for the spread of the ratio")
+    p.add_argument("--engine", default="", help="extra engine options, e.g. "
+                   "'--memcache 127.0.0.1:11211'")
+    a = p.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (apt-get install wrk)")
+    ratios = []
+    for _ in range(a.repeat):
+        health, events, size = engine_answers(a)
+        print(f"pushengine --http {a.http}: GET /health {health:,.0f} answers/s; "
+              f"get_events with 10 events waiting {events:,.0f} answers/s "
+              f"(events of {size} bytes)")
+        peer = nchan_answers(a.seconds, a.connections, size)
+        print(f"nchan: GET /sub with 10 messages of {size} bytes waiting {peer:,.0f} answers/s")
+        ratios.append(events / peer)
+        print(f"ratio pushengine / nchan: ×{events / peer:.2f}")
+    if len(ratios) > 1:
+        ratios.sort()
+        print(f"ratios of {len(ratios)} pairs: ×{ratios[0]:.2f} to ×{ratios[-1]:.2f}, "
+              f"median ×{ratios[len(ratios) // 2]:.2f}")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ class Api:
         self.sessions = engine.sessions
         self.tokens = tokens
         self.online = online
+        self._counted = getattr(online, "counted", None)
         self.resume = resume
         self.hooks: list[Any] = []
         # stats.unique: distinct users per view key (pushengine.bloom.unique)
@@ -107,12 +108,15 @@ class Api:
         before the client may rely on the action, e.g. a registry write)."""
         waits = []
         for hook in self.hooks:
+            listener = getattr(hook, event)
+            if listener is None:
+                continue                # the hook says it does not listen (polled: every poll)
             try:
-                result = getattr(hook, event)(session)
+                result = listener(session)
             except Exception:
                 log.failure("the {event} hook {hook!r} failed", event=event, hook=hook)
                 continue
-            if isinstance(result, Deferred):
+            if result is not None and isinstance(result, Deferred):
                 waits.append(result.addErrback(
                     lambda f: log.failure("the {event} hook failed", f, event=event)))
         return waits
@@ -157,6 +161,8 @@ class Api:
     def _count_online(self, session) -> None:
         """A session counts online from its creation and each time it polls
         or subscribes (once per period; never fails the caller)."""
+        if self._counted is not None and self._counted(session.id, session.subs.keys()):
+            return
         d = self.online.touch(session.id, session.subs.keys())
         if not d.called:
             d.addErrback(lambda f: log.failure("counting a session online failed", f))

@@ -65,6 +65,15 @@ class OnlineCounter:
             return SlotCounter(self.cache, self.clock, name, slot=self.period, slots=self.slots)
         return VisitorCounter(self.cache, self.clock, name, period=self.period)
 
+    def counted(self, session_id: str, view_keys: Iterable[str] = ()) -> bool:
+        """Whether ``session_id`` and each of ``view_keys`` are counted in
+        this period already (``touch`` would do nothing): a poll asks this
+        first, which costs no Deferred."""
+        if int(self.clock.seconds() // self.period) != self._period_n:
+            return False
+        counted = self._counted.get(session_id)
+        return counted is not None and _ALL in counted and counted.issuperset(view_keys)
+
     def touch(self, session_id: str, view_keys: Iterable[str] = ()) -> Deferred:
         """Count ``session_id`` online (and in each of ``view_keys``) for this
         period, if not counted yet. Fires with None; never fails."""

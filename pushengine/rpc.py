@@ -212,7 +212,8 @@ class Dispatcher:
             result = run()
         except Exception:
             return self._shortcut_failed(Failure(), name, id_, modern)
-        if isinstance(result, Deferred):
+        # (Deferred is an abc.Awaitable: isinstance is slow, and mostly False)
+        if type(result) is not RawJSON and isinstance(result, Deferred):
             return result.addCallbacks(self._framed, self._shortcut_failed,
                                        callbackArgs=(id_, id_text, modern),
                                        errbackArgs=(name, id_, modern))

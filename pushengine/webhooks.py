@@ -226,8 +226,7 @@ class WebhookHooks:
             self.users[session.id] = user
             self.sender.send("session.authorized", session.id, user)
 
-    def polled(self, session: Any) -> None:
-        pass
+    polled = None       # nothing to do per poll: Api._tell skips it
 
     def destroyed(self, session: Any) -> None:
         self.users.pop(session.id, None)

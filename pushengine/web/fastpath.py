@@ -4,7 +4,9 @@ Every poll is one HTTP request and answer, and twisted.web's fixed cost per
 answer (a Request object, header objects, producers, klein) bounded how fast
 the engine could answer them. This channel parses requests with httptools
 (node's llhttp parser) and answers ``POST /api/jsonrpc`` and
-``POST /api/publish`` itself, writing each answer in one ``write``. Every
+``POST /api/publish`` itself, each answer one piece of bytes; answers to
+what a turn of the reactor read leave together at its end (``outbox.py``),
+what a change causes leaves at once (``FastChannel.send``). Every
 other request — static files, /health, /metrics, SSE, the WebSocket upgrade,
 OPTIONS — is handed, whole, to a twisted.web channel of the same site that
 lives behind this one for the connection's life; its answer goes straight to
@@ -29,6 +31,7 @@ from twisted.web.http import HTTPChannel
 from pushengine.limits import retry_after
 from pushengine.rpc import Refusal
 from pushengine.web.clients import CALLER_HEADERS
+from pushengine.web.outbox import Outbox
 from pushengine.web.sendnow import send_now
 
 log = Logger()
@@ -105,17 +108,17 @@ class _Relay:
         self.disconnecting = False
 
     def write(self, data: bytes) -> None:
-        send_now(self.front.transport, data)
+        self.front.send(data)
 
     def writeSequence(self, data) -> None:
-        send_now(self.front.transport, b"".join(data))
+        self.front.send(b"".join(data))
 
     def loseConnection(self) -> None:
         self.disconnecting = True
-        self.front.transport.loseConnection()
+        self.front.factory.outbox.close(self.front.transport)
 
     def abortConnection(self) -> None:
-        self.front.transport.abortConnection()
+        self.front.factory.outbox.abort(self.front.transport)
 
     def getPeer(self):
         return self.front.transport.getPeer()
@@ -163,19 +166,33 @@ class FastChannel(Protocol):
         self.idle_armed = False
         self.peer = ""
         self.plain_caller: Any = None    # the Caller of requests without caller headers
+        self.reading = False             # in dataReceived: answers wait for the turn's end
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
         self.peer = getattr(self.transport.getPeer(), "host", "") or ""
+        no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if no_delay is not None:
+            # a push server's messages are small and must leave at once: with
+            # Nagle's algorithm a message written while the previous one is
+            # unacknowledged waits for the client's delayed ACK (40 ms)
+            no_delay(True)
         self._arm_header_deadline()
 
     def dataReceived(self, data: bytes) -> None:
+        self.reading = True
+        try:
+            self._received(data)
+        finally:
+            self.reading = False
+
+    def _received(self, data: bytes) -> None:
         if self.upgraded:
             self.behind.dataReceived(data)
             return
         if self.closing:
             return
-        self._cancel_idle()
+        self.idle_armed = False         # (_cancel_idle: bytes arrived)
         if self.request is None and not self.header_armed and not self.busy:
             self._arm_header_deadline()   # the first byte of a keep-alive request
         try:
@@ -195,6 +212,7 @@ class FastChannel(Protocol):
     def connectionLost(self, reason: Any = None) -> None:
         self.closing = True
         self._cancel_timers()
+        self.factory.outbox.forget(self.transport)
         if self.answering is not None:
             d, self.answering = self.answering, None
             d.cancel()                  # a parked poll drops its waiter
@@ -229,13 +247,18 @@ class FastChannel(Protocol):
 
     def on_headers_complete(self) -> None:
         r = self.request
-        self._cancel_header_deadline()
-        r.method = self.parser.get_method()
-        r.version = self.parser.get_http_version()
-        r.keep_alive = self.parser.should_keep_alive()
-        r.upgrade = self.parser.should_upgrade()
-        r.path = r.url.split(b"?", 1)[0]
-        length = r.header(b"content-length")
+        parser = self.parser
+        self.header_armed = False       # (_cancel_header_deadline: the headers came)
+        r.method = parser.get_method()
+        r.version = parser.get_http_version()
+        r.keep_alive = parser.should_keep_alive()
+        headers = r.headers
+        # only an Upgrade header (or CONNECT) makes an upgrade
+        r.upgrade = (b"upgrade" in headers or r.method == b"CONNECT") and parser.should_upgrade()
+        r.path = r.url.split(b"?", 1)[0] if b"?" in r.url else r.url
+        length = headers.get(b"content-length")
+        if length is not None:
+            length = length[0]
         limit = self.factory.max_body
         segment = self.factory.max_segment_body
         if segment is not None and r.method == b"POST" \
@@ -256,10 +279,10 @@ class FastChannel(Protocol):
             # answered before a byte of the body is read; the connection closes
             raise self._refuse(413, f"the request body is too large (at most {limit} bytes)",
                            rpc=r.path == b"/api/jsonrpc")
-        expect = r.header(b"expect")
-        if expect is not None and expect.lower() == b"100-continue" and not self.busy \
+        expect = headers.get(b"expect")
+        if expect is not None and expect[0].lower() == b"100-continue" and not self.busy \
                 and not self.waiting:
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.send(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
         r = self.request
@@ -287,6 +310,20 @@ class FastChannel(Protocol):
             self._next()
 
     # -- answering --------------------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        """Write to the client, in order. What answers bytes just read goes
+        out at the end of the reactor turn (the client finds all its answers
+        at once: ``outbox.py``); what anything else causes — a change waking
+        a parked poll, a stream's events — goes now: fanning out to
+        thousands of clients, each should have its answer as soon as it is
+        made, while the others are still being made."""
+        outbox = self.factory.outbox
+        if self.reading:
+            outbox.write(self.transport, data)
+        else:
+            outbox.flush_one(self.transport)
+            send_now(self.transport, data)
+
     def _next(self) -> None:
         while self.waiting and not self.busy and not self.closing:
             r = self.waiting.popleft()
@@ -303,7 +340,8 @@ class FastChannel(Protocol):
             self._hand_on(r)
             return
         result = route(self, r)
-        if isinstance(result, Deferred):
+        # (Deferred is an abc.Awaitable: isinstance is slow, and mostly False)
+        if type(result) is not tuple and isinstance(result, Deferred):
             self.answering = result
             result.addCallbacks(self._answered, self._failed, callbackArgs=(r,),
                                 errbackArgs=(r,))
@@ -329,8 +367,7 @@ class FastChannel(Protocol):
         if status == 200 and not headers and r.keep_alive and not self.closing:
             # the common answer (a poll's): its head is made once per site
             factory = self.factory
-            send_now(self.transport, factory.ok_head + b"%d" % len(body)
-                     + factory.ok_tail + body)
+            self.send(factory.ok_head + b"%d" % len(body) + factory.ok_tail + body)
             self._done(False)
             return
         parts = [_status_line(status)]
@@ -347,7 +384,7 @@ class FastChannel(Protocol):
         parts.append(b"\r\n")
         if status != 204:
             parts.append(body)
-        send_now(self.transport, b"".join(parts))
+        self.send(b"".join(parts))
         self._done(close)
 
     def _done(self, close: bool = False) -> None:
@@ -355,7 +392,7 @@ class FastChannel(Protocol):
         self.busy = False
         if close:
             self.closing = True
-            self.transport.loseConnection()
+            self.factory.outbox.close(self.transport)
             return
         if self.waiting:
             self._next()
@@ -440,7 +477,7 @@ class FastChannel(Protocol):
         if self.idle_armed and not self.busy and not self.closing:
             self.idle_armed = False
             self.closing = True
-            self.transport.loseConnection()
+            self.factory.outbox.close(self.transport)
 
     def _cancel_timers(self) -> None:
         """The connection ends: no timer outlives it."""
@@ -461,10 +498,9 @@ class FastChannel(Protocol):
         else:
             body = {"error": message}
         data = json.dumps(body, separators=(",", ":")).encode()
-        self.transport.write(_status_line(status) + b"Content-Type: application/json\r\n"
-                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
-                             % (len(data), data))
-        self.transport.loseConnection()
+        self.send(_status_line(status) + b"Content-Type: application/json\r\n"
+                  b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(data), data))
+        self.factory.outbox.close(self.transport)
 
 
 def _rearm(timer: Any, clock: Any, delay: float, call: Any) -> Any:
@@ -474,6 +510,9 @@ def _rearm(timer: Any, clock: Any, delay: float, call: Any) -> Any:
         timer.reset(delay)
         return timer
     return clock.callLater(delay, call)
+
+
+_CALLER_HEADERS = frozenset(CALLER_HEADERS)
 
 
 class _Refused(Exception):
@@ -499,6 +538,7 @@ class FastSite:
         self.max_body = max_body
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
+        self.outbox = Outbox(clock)
         origin = web.guard.cors_origin
         self.cors_headers = [] if not origin else [
             (b"Access-Control-Allow-Origin", origin.encode()),
@@ -529,7 +569,7 @@ class FastSite:
         answer (forwarding, a Bearer token, an Origin) is the connection's
         plain caller, found once per connection."""
         headers = r.headers
-        if any(name in headers for name in CALLER_HEADERS):
+        if not _CALLER_HEADERS.isdisjoint(headers):
             return self.web.guard.clients.caller_of(channel.peer, headers)
         caller = channel.plain_caller
         if caller is None:
@@ -552,8 +592,9 @@ class FastSite:
         if not self._key_allowed(r):
             return 403, (b'{"jsonrpc":"2.0","id":null,"error":{"code":1003,"message":'
                          b'"a valid API key is required (apikey or X-Api-Key)"}}'), None
-        result = self.web.dispatcher.handle(b"".join(r.body), self._caller(channel, r))
-        if isinstance(result, Deferred):
+        body = r.body[0] if len(r.body) == 1 else b"".join(r.body)
+        result = self.web.dispatcher.handle(body, self._caller(channel, r))
+        if type(result) is not bytes and isinstance(result, Deferred):
             return result.addCallback(_rpc_answer)
         return _rpc_answer(result)
 

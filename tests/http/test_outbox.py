@@ -1,0 +1,146 @@
+"""The outbox over real loopback sockets (what a turn writes leaves at its
+end, one send per connection, in order, nothing lost on close), and the fast
+front's rule for it (answers to bytes just read wait for the turn's end; a
+change waking a poll sends at once)."""
+from __future__ import annotations
+
+import json
+
+import pytest_twisted
+from twisted.internet.task import deferLater
+from twisted.internet.testing import StringTransport
+
+from pushengine.changes import Change
+from pushengine.web import fastpath
+from pushengine.web.outbox import Outbox
+from tests.http.harness import ClockNode, Raw, http_request
+from tests.http.loopback import connected
+
+
+def test_a_transport_that_is_not_a_socket_is_written_at_once():
+    t = StringTransport()
+    outbox = Outbox(clock=None)             # never asked for a turn's end
+    outbox.write(t, b"abc")
+    outbox.write(t, b"def")
+    assert t.value() == b"abcdef" and not outbox.pending
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_turns_writes_leave_together_at_its_end_in_order():
+    from twisted.internet import reactor
+    messages = [bytes([65 + i % 26]) * (1 + (i * 7919) % 3000) for i in range(300)]
+    messages.insert(150, b"#" * (4 << 20))   # passes the socket's buffer
+    transport, client, done, port = yield connected(sum(map(len, messages)))
+    try:
+        sends = []
+        real = transport.writeSomeData
+        transport.writeSomeData = lambda data: sends.append(len(data)) or real(data)
+        outbox = Outbox(reactor)
+        for m in messages[:100]:
+            outbox.write(transport, m)
+        assert sends == [] and outbox.pending     # nothing sent within the turn
+        got = yield deferLater(reactor, 0, lambda: None)
+        assert len(sends) == 1                     # one send for the whole turn
+        for i, m in enumerate(messages[100:]):
+            if i % 7 == 0:
+                outbox.flush_one(transport)
+                transport.write(m)                 # Twisted's own path between them
+            else:
+                outbox.write(transport, m)
+        got = yield done
+        assert got == b"".join(messages)
+    finally:
+        client.transport.loseConnection()
+        yield port.stopListening()
+
+
+@pytest_twisted.inlineCallbacks
+def test_closing_sends_what_is_queued_first_and_abort_drops_it():
+    from twisted.internet import reactor
+    big = b"x" * (3 << 20)
+    transport, client, done, port = yield connected(len(big) + 1)
+    try:
+        outbox = Outbox(reactor)
+        outbox.write(transport, big)
+        outbox.write(transport, b"!")
+        outbox.close(transport)
+        got = yield client.lost
+        assert got == big + b"!"
+        transport, client, done, _ = yield connected(1)
+        outbox.write(transport, b"never")
+        outbox.abort(transport)
+        got = yield client.lost
+        assert got == b"" and not outbox.pending
+    finally:
+        yield port.stopListening()
+
+
+@pytest_twisted.inlineCallbacks
+def test_one_failing_connection_does_not_stop_the_others():
+    from twisted.internet import reactor
+    transport, client, done, port = yield connected(2)
+    bad, bad_client, _, bad_port = yield connected(1)
+    try:
+        def broken(data):
+            raise OSError("boom")
+        bad.writeSomeData = broken
+        outbox = Outbox(reactor)
+        outbox.write(bad, b"x")
+        outbox.write(transport, b"ok")
+        got = yield done
+        assert got == b"ok"
+    finally:
+        for c in (client, bad_client):
+            c.transport.loseConnection()
+        for p in (port, bad_port):
+            yield p.stopListening()
+
+
+def rpc(method: str, *params, id_: int = 1) -> bytes:
+    body = json.dumps({"jsonrpc": "2.0", "id": id_, "method": method,
+                       "params": list(params)}).encode()
+    return http_request("POST", "/api/jsonrpc", body, {"Content-Type": "application/json"})
+
+
+class Recorder:
+    """Stands for the outbox and send_now: who wrote what."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bytes]] = []
+
+    def write(self, transport, data) -> None:
+        self.calls.append(("turn's end", data))
+        transport.write(data)
+
+    def send_now(self, transport, data) -> None:
+        self.calls.append(("now", data))
+        transport.write(data)
+
+    def flush_one(self, transport) -> None:
+        pass
+
+    def close(self, transport) -> None:
+        transport.loseConnection()
+
+    def forget(self, transport) -> None:
+        pass
+
+
+def test_answers_to_what_was_read_wait_and_woken_polls_go_now(monkeypatch):
+    node = ClockNode("--client-rate", "0")
+    factory = node.http_factory()
+    recorder = Recorder()
+    factory.outbox = recorder
+    monkeypatch.setattr(fastpath, "send_now", recorder.send_now)
+    raw = Raw(factory)
+    raw.send(rpc("session.create"))
+    sid = raw.responses()[0].json()["result"]
+    view = node.catalog.methods["stream.subscribe_public_live"].name
+    node.api.session_subscribe(sid, view, {}, 10)
+    raw.send(rpc("session.get_events", sid, 30, 0, id_=2))
+    assert [how for how, _ in recorder.calls] == ["turn's end"]
+    node.engine.apply_changes([Change("Stream", "upsert", 1, {
+        "id": 1, "live": True, "public": True, "user_id": 1,
+        "created_at": "2030-01-01T00:00:00Z"})])
+    assert [how for how, _ in recorder.calls] == ["turn's end", "now"]
+    assert b'"seq":1' in recorder.calls[1][1]
