@@ -180,21 +180,19 @@ class FastChannel(Protocol):
         self._arm_header_deadline()
 
     def dataReceived(self, data: bytes) -> None:
-        self.reading = True
-        try:
-            self._received(data)
-        finally:
-            self.reading = False
-
-    def _received(self, data: bytes) -> None:
         if self.upgraded:
-            self.behind.dataReceived(data)
+            self.reading = True
+            try:
+                self.behind.dataReceived(data)
+            finally:
+                self.reading = False
             return
         if self.closing:
             return
         self.idle_armed = False         # (_cancel_idle: bytes arrived)
         if self.request is None and not self.header_armed and not self.busy:
             self._arm_header_deadline()   # the first byte of a keep-alive request
+        self.reading = True             # answers wait for the turn's end (send)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as e:
@@ -208,6 +206,8 @@ class FastChannel(Protocol):
                 self._fail(400, "bad request")
         except httptools.HttpParserError:
             self._fail(400, "bad request")
+        finally:
+            self.reading = False
 
     def connectionLost(self, reason: Any = None) -> None:
         self.closing = True
@@ -340,8 +340,9 @@ class FastChannel(Protocol):
             self._hand_on(r)
             return
         result = route(self, r)
-        # (Deferred is an abc.Awaitable: isinstance is slow, and mostly False)
-        if type(result) is not tuple and isinstance(result, Deferred):
+        if type(result) is tuple:       # answered at once (Deferred's isinstance is slow)
+            self._write(r, *result)
+        elif isinstance(result, Deferred):
             self.answering = result
             result.addCallbacks(self._answered, self._failed, callbackArgs=(r,),
                                 errbackArgs=(r,))
@@ -589,7 +590,7 @@ class FastSite:
         return keys.allows(presented.decode("utf-8", "replace") if presented else None)
 
     def jsonrpc(self, channel: FastChannel, r: _Request) -> Any:
-        if not self._key_allowed(r):
+        if self.web.guard.api_keys.required and not self._key_allowed(r):
             return 403, (b'{"jsonrpc":"2.0","id":null,"error":{"code":1003,"message":'
                          b'"a valid API key is required (apikey or X-Api-Key)"}}'), None
         body = r.body[0] if len(r.body) == 1 else b"".join(r.body)
