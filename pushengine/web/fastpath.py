@@ -190,8 +190,6 @@ class FastChannel(Protocol):
         if self.closing:
             return
         self.idle_armed = False         # (_cancel_idle: bytes arrived)
-        if self.request is None and not self.header_armed and not self.busy:
-            self._arm_header_deadline()   # the first byte of a keep-alive request
         self.reading = True             # answers wait for the turn's end (send)
         try:
             self.parser.feed_data(data)
@@ -208,6 +206,17 @@ class FastChannel(Protocol):
             self._fail(400, "bad request")
         finally:
             self.reading = False
+        self._headers_on_the_clock()
+
+    def _headers_on_the_clock(self) -> None:
+        """A request whose headers are not complete has the header deadline
+        running: from its first byte (this call's bytes, or an earlier
+        call's), or, behind an answer being made, from that answer's end
+        (``_done``). A request read whole in one call never needs the timer."""
+        r = self.request
+        if r is not None and not r.method and not self.header_armed and not self.busy \
+                and not self.closing and not self.upgraded:
+            self._arm_header_deadline()
 
     def connectionLost(self, reason: Any = None) -> None:
         self.closing = True
@@ -399,6 +408,8 @@ class FastChannel(Protocol):
             self._next()
         elif self.request is None:
             self._arm_idle()
+        else:
+            self._headers_on_the_clock()   # a pipelined request, partly read
 
     # -- what twisted.web answers ----------------------------------------------------
     def _behind(self) -> HTTPChannel:

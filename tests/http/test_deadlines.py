@@ -147,6 +147,53 @@ def test_a_pipelined_partial_request_behind_a_parked_poll() -> None:
     assert raw.closing and responses(raw)[-1].code == 408
 
 
+@pytest.mark.parametrize("front", ["fast", "twisted"])
+def test_a_trickled_request_pipelined_behind_a_whole_one_is_cut_on_both_fronts(
+        front: str) -> None:
+    """A whole request, then the start of another whose header lines then
+    come one every 1.5 s: the second is on the clock from the first's answer."""
+    node = ClockNode("--http", front, "--header-timeout", "2")
+    raw = Raw(node.http_factory())
+    raw.send(rpc_request("stats.online") + HEALTH[:-2])
+    node.clock.advance(0)
+    assert [r.code for r in responses(raw)] == [200]
+    node.clock.advance(1.5)
+    raw.send(b"X-A: b\r\n")
+    assert not raw.closing
+    node.clock.advance(0.6)
+    assert raw.closing, front
+    assert [r.code for r in responses(raw)] == [200, 408]
+
+
+@pytest.mark.parametrize("front", ["fast", "twisted"])
+def test_a_partial_request_behind_a_parked_poll_on_both_fronts(front: str) -> None:
+    node = ClockNode("--http", front, "--header-timeout", "2", "--max-timeout", "30")
+    raw = Raw(node.http_factory())
+    raw.send(rpc_request("session.create"))
+    node.clock.advance(0)
+    sid = responses(raw)[0].json()["result"]
+    raw.send(rpc_request("session.get_events", sid, 10) + HEALTH[:20])
+    node.clock.advance(9)
+    assert len(responses(raw)) == 1 and not raw.closing   # the poll holds the clock
+    node.clock.advance(1.01)                               # its empty answer starts it
+    assert len(responses(raw)) == 2 and not raw.closing
+    node.clock.advance(1.9)
+    assert not raw.closing
+    node.clock.advance(0.2)
+    assert raw.closing and responses(raw)[-1].code == 408
+
+
+@pytest.mark.parametrize("front", ["fast", "twisted"])
+def test_keep_alive_requests_read_whole_are_never_cut(front: str) -> None:
+    node = ClockNode("--http", front, "--header-timeout", "2", "--idle-timeout", "5")
+    raw = Raw(node.http_factory())
+    for _ in range(5):
+        node.clock.advance(1.9)
+        raw.send(rpc_request("stats.online"))
+        node.clock.advance(0)
+    assert [r.code for r in responses(raw)] == [200] * 5 and not raw.closing
+
+
 # -- the idle timeout -----------------------------------------------------------------
 
 def test_an_idle_connection_is_closed_after_the_idle_timeout() -> None:
