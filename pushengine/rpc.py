@@ -2,8 +2,8 @@
 
 ``Dispatcher.handle(body, caller)`` decodes a request body, runs each call and
 gives the encoded answer (or a Deferred of it when a call waits). Results that
-are ``RawJSON`` are spliced in as they are, so events encoded once are not
-encoded again. An object with a string ``method`` and no ``jsonrpc`` member is
+are ``RawJSON`` (or ``RawUTF8``, bytes) are spliced in as they are, so events
+encoded once are not encoded again. An object with a string ``method`` and no ``jsonrpc`` member is
 legacy: its answer is ``[result]`` and its error ``{"faultCode": ...,
 "faultString": ...}``; every other invalid element gets a JSON-RPC 2.0 error.
 Each element of a batch is validated and answered on its own (section 7 of the
@@ -30,7 +30,7 @@ from twisted.python.failure import Failure
 from pushengine import strictjson
 from pushengine.errors import (
     ApiError, BadParams, InvalidRequest, MethodNotFound, ParseError, RateLimited)
-from pushengine.events import RawJSON
+from pushengine.events import RawJSON, RawUTF8
 
 log = Logger()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -40,7 +40,11 @@ _ID_LIMIT = strictjson.MAX_SAFE_INTEGER
 
 
 def encode(value: Any) -> str:
-    return value if isinstance(value, RawJSON) else _encoder.encode(value)
+    if isinstance(value, RawJSON):
+        return value
+    if type(value) is RawUTF8:
+        return RawJSON(value.decode("utf-8"))
+    return _encoder.encode(value)
 
 
 class Refusal(bytes):
@@ -213,7 +217,7 @@ class Dispatcher:
         except Exception:
             return self._shortcut_failed(Failure(), name, id_, modern)
         # (Deferred is an abc.Awaitable: isinstance is slow, and mostly False)
-        if type(result) is not RawJSON and isinstance(result, Deferred):
+        if type(result) is not RawUTF8 and isinstance(result, Deferred):
             return result.addCallbacks(self._framed, self._shortcut_failed,
                                        callbackArgs=(id_, id_text, modern),
                                        errbackArgs=(name, id_, modern))
@@ -222,6 +226,10 @@ class Dispatcher:
     def _framed(self, result: Any, id_: Any, id_text: bytes, modern: bool) -> bytes:
         """A shortcut's result (``RawJSON``, or JSON-ready values) in its
         answer; errors as the generic path gives them (``_one``, ``_utf8``)."""
+        if type(result) is RawUTF8:     # a poll's events, as bytes already
+            if modern:
+                return b'{"jsonrpc":"2.0","result":%s,"id":%s}' % (result, id_text)
+            return b"[" + result + b"]"
         try:
             text = encode(result)
         except (TypeError, ValueError):

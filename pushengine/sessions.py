@@ -43,14 +43,14 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from pushengine.errors import LimitReached, RateLimited, UnknownKey, UnknownSession
-from pushengine.events import DROPPED, RESET, Fragment, RawJSON, encode_event, events_json
+from pushengine.events import DROPPED, RESET, Fragment, RawUTF8, encode_event, events_json
 from pushengine.limits import SessionCounts
 from pushengine.views.registry import ViewRegistry
 from pushengine.views.spec import BoundView
 from pushengine.views.window import Window
 
 log = Logger()
-EMPTY = RawJSON("[]")
+EMPTY = RawUTF8(b"[]")
 
 
 
@@ -426,7 +426,7 @@ class SessionManager:
                 replay.popleft()
 
     # -- long-polls ------------------------------------------------------------
-    def get_events(self, session: Session, timeout: float, ack: int | None) -> Deferred | RawJSON:
+    def get_events(self, session: Session, timeout: float, ack: int | None) -> Deferred | RawUTF8:
         """Answer at once when events wait (or timeout is 0), else park."""
         self._release(session)
         if session.replay:
@@ -460,7 +460,7 @@ class SessionManager:
         session.queue.extendleft(reversed(session.replay))
         session.replay.clear()
 
-    def _take(self, session: Session, acking: bool) -> RawJSON:
+    def _take(self, session: Session, acking: bool) -> RawUTF8:
         queue = session.queue
         if not queue:
             return EMPTY
@@ -471,7 +471,7 @@ class SessionManager:
             queue.clear()
         return answer
 
-    def _answer(self, session: Session, answer: RawJSON | None = None) -> None:
+    def _answer(self, session: Session, answer: RawUTF8 | None = None) -> None:
         poll = session.delivery
         session.delivery = None
         self.waiting -= 1

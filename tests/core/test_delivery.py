@@ -111,7 +111,7 @@ def test_a_new_delivery_replaces_the_old():
     poll = engine.sessions.get_events(s, 30, None)
     out = FakeStream()
     engine.sessions.attach(s, out)
-    assert fired(poll) == "[]"                  # the parked poll is answered []
+    assert fired(poll) == b"[]"                 # the parked poll is answered []
     second = FakeStream()
     engine.sessions.attach(s, second)
     assert out.closed and not second.closed     # a replaced stream is closed

@@ -51,18 +51,18 @@ class SessionTests(SynchronousTestCase):
         self.clock.advance(89.9)
         self.assertNoResult(d)
         self.clock.advance(0.2)
-        self.assertEqual(self.successResultOf(d), "[]")
+        self.assertEqual(self.successResultOf(d), b"[]")
 
     def test_zero_timeout_answers_at_once(self):
         s = self.sessions.create()
-        self.assertEqual(self.poll(s, timeout=0), "[]")
+        self.assertEqual(self.poll(s, timeout=0), b"[]")
 
     def test_second_poll_answers_the_first_with_empty_list(self):
         s = self.sessions.create()
         self.subscribe(s)
         first = self.poll(s)
         second = self.poll(s)
-        self.assertEqual(self.successResultOf(first), "[]")
+        self.assertEqual(self.successResultOf(first), b"[]")
         self.assertNoResult(second)
         self.engine.apply_changes([upsert(stream(1))])
         self.assertEqual(len(json.loads(self.successResultOf(second))), 1)
@@ -87,7 +87,7 @@ class SessionTests(SynchronousTestCase):
         self.subscribe(s)
         self.engine.apply_changes([upsert(stream(1))])
         self.assertEqual(len(json.loads(self.poll(s))), 1)
-        self.assertEqual(self.poll(s, timeout=0), "[]")
+        self.assertEqual(self.poll(s, timeout=0), b"[]")
 
     def test_overflow_replaces_the_queue_with_a_reset(self):
         s = self.sessions.create()
@@ -116,7 +116,7 @@ class SessionTests(SynchronousTestCase):
         self.engine.apply_changes([upsert(stream(1))])
         self.poll(s, timeout=0)
         self.engine.ping()   # the view spoke since the last ping: no ping
-        self.assertEqual(self.poll(s, timeout=0), "[]")
+        self.assertEqual(self.poll(s, timeout=0), b"[]")
         d = self.poll(s)
         self.engine.ping()
         self.assertEqual([e["action"] for e in json.loads(self.successResultOf(d))], ["ping"])
@@ -157,7 +157,7 @@ class SessionTests(SynchronousTestCase):
         self.subscribe(s)
         d = self.poll(s)
         self.sessions.destroy(s)
-        self.assertEqual(self.successResultOf(d), "[]")
+        self.assertEqual(self.successResultOf(d), b"[]")
         self.assertEqual(self.engine.registry.queries, {})
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
@@ -180,7 +180,7 @@ class SessionTests(SynchronousTestCase):
         key, _ = self.subscribe(s)
         self.engine.apply_changes([upsert(stream(1))])
         self.sessions.unsubscribe(s, key)
-        self.assertEqual(self.poll(s, timeout=0), "[]")
+        self.assertEqual(self.poll(s, timeout=0), b"[]")
         self.assertEqual(self.engine.registry.queries, {})
         self.assertRaises(UnknownKey, self.sessions.unsubscribe, s, key)
 
@@ -201,7 +201,7 @@ class SessionTests(SynchronousTestCase):
         self.engine.apply_changes([upsert(stream(1))])
         key, state = self.subscribe(s)
         self.assertEqual([o["id"] for o in state], [1])
-        self.assertEqual(self.poll(s, timeout=0), "[]")
+        self.assertEqual(self.poll(s, timeout=0), b"[]")
 
     def test_delete_refills_a_full_window(self):
         s = self.sessions.create()
@@ -219,7 +219,7 @@ class SessionTests(SynchronousTestCase):
         self.engine.apply_changes([upsert(stream(1))])
         self.poll(s, timeout=0)
         self.engine.apply_changes([upsert(stream(1))])
-        self.assertEqual(self.poll(s, timeout=0), "[]")
+        self.assertEqual(self.poll(s, timeout=0), b"[]")
 
 
 @pytest.mark.parametrize("n", [1, 3])

@@ -284,7 +284,7 @@ def test_feed_gap_resets_views_whose_state_changed():
     engine.feed_gap()
     got = json.loads(engine.sessions.get_events(changed, 0, None))
     assert [(e["action"], [o["id"] for o in e["obj"]]) for e in got] == [("reset", [1, 2])]
-    assert engine.sessions.get_events(same, 0, None) == "[]"
+    assert engine.sessions.get_events(same, 0, None) == b"[]"
     assert engine.counters.feed_gaps == 1
 
 
