@@ -133,20 +133,6 @@ def test_a_pipelined_partial_request_is_on_the_clock_from_the_previous_response(
     assert [r.code for r in responses(raw)] == [200, 408]
 
 
-def test_a_pipelined_partial_request_behind_a_parked_poll() -> None:
-    node = ClockNode("--header-timeout", "2", "--max-timeout", "30")
-    raw = connect(node)
-    raw.send(rpc_request("session.create"))
-    sid = responses(raw)[0].json()["result"]
-    raw.send(rpc_request("session.get_events", sid, 10) + HEALTH[:20])
-    node.clock.advance(10.01)                   # the poll ends empty: the clock starts
-    assert len(responses(raw)) == 2 and not raw.closing
-    node.clock.advance(1.9)
-    assert not raw.closing
-    node.clock.advance(0.2)
-    assert raw.closing and responses(raw)[-1].code == 408
-
-
 @pytest.mark.parametrize("front", ["fast", "twisted"])
 def test_a_trickled_request_pipelined_behind_a_whole_one_is_cut_on_both_fronts(
         front: str) -> None:
