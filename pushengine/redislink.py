@@ -283,16 +283,23 @@ class RedisLink(service.Service):
     # -- use -----------------------------------------------------------------------
     def send(self, *args: Any) -> Deferred:
         """One command; fails at once with ``unavailable`` while there is
-        no connection."""
+        no connection, and with ``unavailable`` too when the connection is
+        lost before the answer (Redis stopped, or the node shutting down):
+        an expected outage, which callers report without a traceback."""
         proto = self.proto
         if proto is None:
             return fail(self.unavailable(self.error or "Redis is not connected"))
         try:
-            return proto.execute_command(*args)
+            d = proto.execute_command(*args)
         except txredisapi.ConnectionError as e:     # lost, and not noticed yet
             return fail(self.unavailable(str(e)))
         except Exception as e:
             return fail(e)
+        return d.addErrback(self._lost_mid_command)
+
+    def _lost_mid_command(self, failure: Any) -> Any:
+        failure.trap(txredisapi.ConnectionError)
+        raise self.unavailable(failure.getErrorMessage())
 
     def health(self, **extra: Any) -> dict[str, Any]:
         """``{"up", "kind", "server", **extra}``, and while down ``down_for``
