@@ -161,6 +161,10 @@ class AmqpFeed:
         session = self._session
         closing = succeed(None)
         if session is not None:
+            # the acks still waiting for the end of this turn go first (on the
+            # same channel, before its close): otherwise the broker gives the
+            # last messages again to the next consumer of the queue
+            session.flush_acks()
             closing = session.client.close(within=2)
             closing.addErrback(lambda f: log.failure("AMQP feed: error while closing", f))
         closing.addCallback(lambda _: self.service.stopService())

@@ -227,6 +227,29 @@ def test_acks_are_coalesced_per_reactor_turn():
     assert len(channel.acks) == 3
 
 
+def test_stopping_sends_the_acks_that_wait_for_the_end_of_the_turn():
+    """Stopping in the same turn as the last messages: their ack goes before
+    the close, or the broker would give them again to the next consumer."""
+    clock = MemoryReactorClock()
+    feed = AmqpFeed(clock, "amqp://h/", node_id="n", prefetch=8)
+    channel = FakeChannel()
+    order = []
+
+    class Client:
+        def close(self, within):
+            from twisted.internet.defer import succeed
+            order.append(("close", list(channel.acks)))
+            return succeed(None)
+    session = _Session(feed, Client(), channel, None, FakeQueue(), ack_every=8)
+    feed.service.startService()
+    feed._session = session
+    session.processed(1)
+    session.processed(2)
+    assert channel.acks == []
+    feed.stop()
+    assert order == [("close", [(2, True)])]
+
+
 def test_argument_checks():
     with pytest.raises(ValueError):
         AmqpFeed(MemoryReactorClock(), "amqp://h/", prefetch=0)
