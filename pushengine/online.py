@@ -77,6 +77,8 @@ class OnlineCounter:
     def touch(self, session_id: str, view_keys: Iterable[str] = ()) -> Deferred:
         """Count ``session_id`` online (and in each of ``view_keys``) for this
         period, if not counted yet. Fires with None; never fails."""
+        if self.counted(session_id, view_keys):
+            return succeed(None)     # the common case: a poll within the period
         n = int(self.clock.seconds() // self.period)
         if n != self._period_n:
             self._period_n = n
@@ -84,8 +86,6 @@ class OnlineCounter:
         counted = self._counted.get(session_id)
         if counted is None:
             counted = self._counted[session_id] = set()
-        elif _ALL in counted and counted.issuperset(view_keys):
-            return succeed(None)     # the common case: a poll within the period
         todo = [k for k in (_ALL, *view_keys) if k not in counted]
         if not todo:
             return succeed(None)

@@ -245,19 +245,27 @@ class Dispatcher:
         return b"[" + data + b"]"
 
     def _shortcut_failed(self, f: Failure, name: str, id_: Any, modern: bool) -> bytes | None:
+        return self._utf8(self._failure_text(f, name, id_, modern))
+
+    def _failure_text(self, f: Failure, name: str, id_: Any, modern: bool,
+                      notification: bool = False) -> str | None:
+        """The error answer of a call that failed: its own ApiError, or a
+        logged "internal error" that tells nothing; None when nothing is to
+        be sent (the client went away, or the call was a notification)."""
         if f.check(CancelledError):
-            return None                 # the client went away: nothing to answer
+            return None
         if f.check(ApiError):
             error = f.value
         else:
             log.failure("method {m} failed", f, m=name)
             error = ApiError("internal error")
+        if notification:
+            return None
         text = self._error_text(error, id_, modern)
         if isinstance(error, RateLimited):
             text = _Limited(text)
             text.retry_after = error.retry_after
-            return self._utf8(text)
-        return text.encode("utf-8")
+        return text
 
     def _refuse(self, request: Any, error: RateLimited) -> Refusal:
         """Error 1007 for every call of the request, nothing run."""
@@ -304,20 +312,7 @@ class Dispatcher:
             return "[" + text + "]"
 
         def failed(f: Failure) -> str | None:
-            if f.check(CancelledError):
-                return None
-            if f.check(ApiError):
-                error = f.value
-            else:
-                log.failure("method {m} failed", f, m=method_name)
-                error = ApiError("internal error")
-            if notification:
-                return None
-            text = self._error_text(error, id_, modern)
-            if isinstance(error, RateLimited):
-                text = _Limited(text)
-                text.retry_after = error.retry_after
-            return text
+            return self._failure_text(f, method_name, id_, modern, notification)
 
         method = self.methods.get(method_name)
         try:

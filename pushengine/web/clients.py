@@ -138,4 +138,4 @@ def bearer_token(header: bytes | None) -> str | None:
 _FORWARDING = (b"x-forwarded-for", b"forwarded", b"x-real-ip")
 # every request header caller_of reads: a request with none of them has the
 # same Caller as any other from the same peer
-CALLER_HEADERS = _FORWARDING + (b"authorization", b"origin")
+CALLER_HEADERS = frozenset(_FORWARDING + (b"authorization", b"origin"))

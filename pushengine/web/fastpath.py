@@ -189,7 +189,7 @@ class FastChannel(Protocol):
             return
         if self.closing:
             return
-        self.idle_armed = False         # (_cancel_idle: bytes arrived)
+        self.idle_armed = False         # bytes arrived: the idle timer fires for nothing
         self.reading = True             # answers wait for the turn's end (send)
         try:
             self.parser.feed_data(data)
@@ -257,7 +257,7 @@ class FastChannel(Protocol):
     def on_headers_complete(self) -> None:
         r = self.request
         parser = self.parser
-        self.header_armed = False       # (_cancel_header_deadline: the headers came)
+        self.header_armed = False       # the headers came: the deadline fires for nothing
         r.method = parser.get_method()
         r.version = parser.get_http_version()
         r.keep_alive = parser.should_keep_alive()
@@ -466,9 +466,6 @@ class FastChannel(Protocol):
             self.header_timer = _rearm(self.header_timer, self.factory.clock, timeout,
                                        self._headers_too_slow)
 
-    def _cancel_header_deadline(self) -> None:
-        self.header_armed = False         # the timer fires for nothing, or is reset
-
     def _headers_too_slow(self) -> None:
         self.header_timer = None
         if self.header_armed and not self.closing:
@@ -480,9 +477,6 @@ class FastChannel(Protocol):
         if timeout and not self.idle_armed and not self.closing:
             self.idle_armed = True
             self.idle_timer = _rearm(self.idle_timer, self.factory.clock, timeout, self._idle)
-
-    def _cancel_idle(self) -> None:
-        self.idle_armed = False
 
     def _idle(self) -> None:
         self.idle_timer = None
@@ -522,9 +516,6 @@ def _rearm(timer: Any, clock: Any, delay: float, call: Any) -> Any:
         timer.reset(delay)
         return timer
     return clock.callLater(delay, call)
-
-
-_CALLER_HEADERS = frozenset(CALLER_HEADERS)
 
 
 class _Refused(Exception):
@@ -581,7 +572,7 @@ class FastSite:
         answer (forwarding, a Bearer token, an Origin) is the connection's
         plain caller, found once per connection."""
         headers = r.headers
-        if not _CALLER_HEADERS.isdisjoint(headers):
+        if not CALLER_HEADERS.isdisjoint(headers):
             return self.web.guard.clients.caller_of(channel.peer, headers)
         caller = channel.plain_caller
         if caller is None:

@@ -43,3 +43,23 @@ def connected(want: int):
     while not server_side:
         yield deferLater(reactor, 0.01, lambda: None)
     return server_side[0], client, done, port
+
+
+def messages(count: int) -> list[bytes]:
+    """Messages of many sizes, with one of 4 MiB in the middle: it passes the
+    socket's buffer, so the ones after it must queue behind it."""
+    out = [bytes([65 + i % 26]) * (1 + (i * 7919) % 3000) for i in range(count)]
+    out.insert(count // 2, b"#" * (4 << 20))
+    return out
+
+
+def write_mixed(transport, items: list[bytes], write, every: int,
+                before_twisted=lambda: None) -> None:
+    """Every ``every``-th message through Twisted's own ``transport.write``
+    (after ``before_twisted()``), the others through ``write(transport, m)``."""
+    for i, m in enumerate(items):
+        if i % every == 0:
+            before_twisted()
+            transport.write(m)
+        else:
+            write(transport, m)

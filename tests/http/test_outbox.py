@@ -14,7 +14,7 @@ from pushengine.changes import Change
 from pushengine.web import fastpath
 from pushengine.web.outbox import Outbox
 from tests.http.harness import ClockNode, Raw, http_request
-from tests.http.loopback import connected
+from tests.http.loopback import connected, messages, write_mixed
 
 
 def test_a_transport_that_is_not_a_socket_is_written_at_once():
@@ -28,27 +28,22 @@ def test_a_transport_that_is_not_a_socket_is_written_at_once():
 @pytest_twisted.inlineCallbacks
 def test_a_turns_writes_leave_together_at_its_end_in_order():
     from twisted.internet import reactor
-    messages = [bytes([65 + i % 26]) * (1 + (i * 7919) % 3000) for i in range(300)]
-    messages.insert(150, b"#" * (4 << 20))   # passes the socket's buffer
-    transport, client, done, port = yield connected(sum(map(len, messages)))
+    sent = messages(300)
+    transport, client, done, port = yield connected(sum(map(len, sent)))
     try:
         sends = []
         real = transport.writeSomeData
         transport.writeSomeData = lambda data: sends.append(len(data)) or real(data)
         outbox = Outbox(reactor)
-        for m in messages[:100]:
+        for m in sent[:100]:
             outbox.write(transport, m)
         assert sends == [] and outbox.pending     # nothing sent within the turn
         got = yield deferLater(reactor, 0, lambda: None)
         assert len(sends) == 1                     # one send for the whole turn
-        for i, m in enumerate(messages[100:]):
-            if i % 7 == 0:
-                outbox.flush_one(transport)
-                transport.write(m)                 # Twisted's own path between them
-            else:
-                outbox.write(transport, m)
+        write_mixed(transport, sent[100:], outbox.write, every=7,
+                    before_twisted=lambda: outbox.flush_one(transport))
         got = yield done
-        assert got == b"".join(messages)
+        assert got == b"".join(sent)
     finally:
         client.transport.loseConnection()
         yield port.stopListening()

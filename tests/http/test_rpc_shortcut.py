@@ -217,7 +217,6 @@ def test_failures_are_answered_as_errors_without_detail() -> None:
         error = json.loads(answer)["error"]
         assert "ZeroDivision" not in error["message"]
     assert errors == [-32603, -32603, -32602]
-    from pushengine.rpc import log  # noqa: F401 (failures were logged, not raised)
 
 
 def test_the_connection_keeps_one_caller_but_headers_still_count() -> None:

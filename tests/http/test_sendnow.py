@@ -6,7 +6,7 @@ import pytest_twisted
 from twisted.internet.testing import StringTransport
 
 from pushengine.web.sendnow import send_now
-from tests.http.loopback import connected
+from tests.http.loopback import connected, messages, write_mixed
 
 
 def test_a_transport_that_is_not_a_socket_gets_a_plain_write():
@@ -18,18 +18,12 @@ def test_a_transport_that_is_not_a_socket_gets_a_plain_write():
 
 @pytest_twisted.inlineCallbacks
 def test_messages_arrive_whole_and_in_order_mixed_with_buffered_writes():
-    messages = [bytes([65 + i % 26]) * (1 + (i * 7919) % 3000) for i in range(400)]
-    # a large one passes the socket's buffer: the rest must queue behind it
-    messages.insert(200, b"#" * (4 << 20))
-    transport, client, done, port = yield connected(sum(map(len, messages)))
+    sent = messages(400)
+    transport, client, done, port = yield connected(sum(map(len, sent)))
     try:
-        for i, m in enumerate(messages):
-            if i % 5 == 0:
-                transport.write(m)          # Twisted's own path between them
-            else:
-                send_now(transport, m)
+        write_mixed(transport, sent, send_now, every=5)
         got = yield done
-        assert got == b"".join(messages)
+        assert got == b"".join(sent)
     finally:
         client.transport.loseConnection()
         yield port.stopListening()
