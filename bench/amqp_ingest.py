@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from pushengine.amqp import AmqpFeed  # noqa: E402
 from pushengine.amqp.publisher import connect_publisher, publish_all  # noqa: E402
-from pushengine.changes import Change, encode_changes  # noqa: E402
+from pushengine.core.changes import Change, encode_changes  # noqa: E402
 
 
 class CountingSink:

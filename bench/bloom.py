@@ -189,7 +189,7 @@ async def main(reactor, args) -> None:
                                                            args.batch, sizes)
     del memory
     if args.redis:
-        from pushengine.bloom.redis import RedisBloom
+        from pushengine.redis.bloom import RedisBloom
         sep = "&" if "?" in args.redis else "?"
         bloom = RedisBloom(reactor, f"{args.redis}{sep}prefix={tag}:&timeout=30")
         bloom.startService()

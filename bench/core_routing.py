@@ -22,14 +22,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from twisted.internet import reactor  # noqa: E402  (never run: a heap of timers)
 
-from pushengine.api import Api  # noqa: E402
-from pushengine.auth import TokenVerifier  # noqa: E402
-from pushengine.changes import Change  # noqa: E402
-from pushengine.engine import Engine  # noqa: E402
+from pushengine.api.methods import Api  # noqa: E402
+from pushengine.api.auth import TokenVerifier  # noqa: E402
+from pushengine.core.changes import Change  # noqa: E402
+from pushengine.app.engine import build_engine
+from pushengine.core.engine import Engine  # noqa: E402
 from pushengine.memcache import InMemoryCache  # noqa: E402
-from pushengine.online import OnlineCounter  # noqa: E402
-from pushengine.rpc import Dispatcher  # noqa: E402
-from pushengine.sessions import SessionSettings  # noqa: E402
+from pushengine.memcache.online import OnlineCounter  # noqa: E402
+from pushengine.api.rpc import Dispatcher  # noqa: E402
+from pushengine.core.sessions import SessionSettings  # noqa: E402
 from pushengine.stores.memory import MemoryStore  # noqa: E402
 from pushengine.views.spec import load_catalog  # noqa: E402
 
@@ -46,7 +47,7 @@ def rss_kib() -> int:
 
 def new_engine(**settings) -> Engine:
     catalog = load_catalog()
-    return Engine(reactor, catalog, MemoryStore(catalog.id_fields),
+    return build_engine(reactor, catalog, MemoryStore(catalog.id_fields),
                   SessionSettings(max_queue=10_000_000, **settings))
 
 

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from twisted.internet.address import IPv4Address  # noqa: E402
 from twisted.internet.testing import StringTransport  # noqa: E402
 
-from pushengine.tap import tune_gc  # noqa: E402
+from pushengine.app.tap import tune_gc  # noqa: E402
 from tests.http.harness import ClockNode, Http, Rpc  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def measure(front: str, requests: int) -> float:
     sid = rpc("session.create")
     rpc("stream.subscribe_public_live", sid, 50)
     node.engine.apply_changes([])
-    from pushengine.changes import Change
+    from pushengine.core.changes import Change
     node.engine.apply_changes([Change("Stream", "upsert", i, {
         "id": i, "title": f"stream {i}", "user_id": 1, "live": True, "public": True,
         "created_at": f"2026-11-30T00:00:{i:02d}Z", "viewers": i}) for i in range(10)])
@@ -98,7 +98,7 @@ def measure_woken(front: str, polls: int, changes: int = 5) -> tuple[float, floa
     parked: ``polls`` keep-alive connections, each with a session on one
     shared view and a ``get_events`` parked; each change answers them all,
     then they park again. A long-polling session costs both per change."""
-    from pushengine.changes import Change
+    from pushengine.core.changes import Change
     node = ClockNode("--http", front, "--client-rate", "0", "--max-client-sessions", "0",
                      "--max-sessions", "0")
     without_timers(node.clock)

@@ -46,9 +46,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from twisted.internet import reactor  # noqa: E402  (never run: a heap of timers)
 from twisted.internet.task import Clock  # noqa: E402
 
-from pushengine.changes import Change  # noqa: E402
-from pushengine.engine import Engine  # noqa: E402
-from pushengine.sessions import SessionSettings  # noqa: E402
+from pushengine.core.changes import Change  # noqa: E402
+from pushengine.app.engine import build_engine
+from pushengine.core.engine import Engine  # noqa: E402
+from pushengine.core.sessions import SessionSettings  # noqa: E402
 from pushengine.stores.memory import MemoryStore  # noqa: E402
 from pushengine.views.similarity import (  # noqa: E402
     choose_bands, jaccard, scheme_for, shares_band)
@@ -150,7 +151,7 @@ def build(objects: int, titles: Titles) -> tuple[Engine, Clock, dict, dict]:
     clock = Clock()
     store = MemoryStore(catalog.id_fields, clock=clock)
     store.index_views(catalog.views.values())
-    engine = Engine(reactor, catalog, store, SessionSettings(max_queue=10_000_000,
+    engine = build_engine(reactor, catalog, store, SessionSettings(max_queue=10_000_000,
                                                              max_subscriptions=10))
     corpus = {i: titles.next() for i in range(1, objects + 1)}
     changes = [Change("Stream", "upsert", i, stream(i, t)) for i, t in corpus.items()]
@@ -414,7 +415,7 @@ def main() -> None:
 
     titles = Titles()
     engine, clock, corpus, built = build(args.objects, titles)
-    # as a node does once it is built and seeded (pushengine/tap.py tune_gc)
+    # as a node does once it is built and seeded (pushengine/app/tap.py tune_gc)
     gc.set_threshold(50_000, 20, 100)
     gc.freeze()
     gc.callbacks.append(_gc_callback)

@@ -25,9 +25,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from twisted.internet.task import Clock  # noqa: E402
 
-from pushengine.changes import Change  # noqa: E402
-from pushengine.engine import Engine  # noqa: E402
-from pushengine.sessions import SessionSettings  # noqa: E402
+from pushengine.core.changes import Change  # noqa: E402
+from pushengine.app.engine import build_engine  # noqa: E402
+from pushengine.core.sessions import SessionSettings  # noqa: E402
 from pushengine.stores.memory import MemoryStore  # noqa: E402
 from pushengine.transports.sse import SseStream  # noqa: E402
 from pushengine.transports.websocket import WsConnection  # noqa: E402
@@ -72,7 +72,7 @@ def stream_obj(n: int) -> dict:
 def run(streams: int, changes: int, transport: str, max_queue: int) -> dict:
     clock = Clock()
     catalog = load_catalog()
-    engine = Engine(clock, catalog, MemoryStore(catalog.id_fields),
+    engine = build_engine(clock, catalog, MemoryStore(catalog.id_fields),
                     SessionSettings(max_queue=max_queue, max_sessions=0))
     engine.apply_changes([Change("Stream", "upsert", 1, stream_obj(0))])
     bound = catalog.views["PublicLiveStreamView"].bind({}, None, 1)

@@ -8,7 +8,7 @@ from twisted.application.service import IServiceMaker
 from twisted.plugin import getPlugins
 from twisted.python import usage
 
-from pushengine.tap import PARAMETERS, Options, env_name
+from pushengine.app.tap import PARAMETERS, Options, env_name
 
 DEFAULTS = {
     "port": "tcp:8080",
@@ -37,7 +37,7 @@ DEFAULTS = {
     "ping-interval": 30.0,
     "online-period": 60.0,
     "amqp": None,
-    "amqp-exchange": "pushengine.changes",
+    "amqp-exchange": "pushengine.core.changes",
     "memcache": None,
     "redis": None,
     "store-url": None,
@@ -223,7 +223,7 @@ def test_views_directory_is_not_a_file(tmp_path) -> None:
 def test_invalid_views_file_is_a_usage_error(tmp_path) -> None:
     from twisted.internet.task import Clock
 
-    from pushengine.service import Node
+    from pushengine.app.service import Node
     bad = tmp_path / "views.yaml"
     bad.write_text("views: [1, 2]\n")
     options = parse("--views", str(bad))

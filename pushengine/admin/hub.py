@@ -24,8 +24,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from pushengine.admin import ADMIN_TYPE, ADMIN_VIEW_KEY
-from pushengine.changes import UPSERT, Change
-from pushengine.events import DELETE, INSERT, UPDATE, encode_event
+from pushengine.core.changes import UPSERT, Change
+from pushengine.core.events import DELETE, INSERT, UPDATE, encode_event
 
 log = Logger()
 

@@ -31,10 +31,10 @@ from twisted.logger import Logger
 
 from pushengine.admin import ADMIN_TYPE
 from pushengine.admin.hub import AdminHub
-from pushengine.changes import changes_from_json
-from pushengine.errors import ApiError, BadParams, NotAuthorized, RateLimited, UnknownSession
-from pushengine.interfaces import FeedUnavailable
-from pushengine.rpc import Method
+from pushengine.core.changes import changes_from_json
+from pushengine.core.errors import ApiError, BadParams, NotAuthorized, RateLimited, UnknownSession
+from pushengine.core.interfaces import FeedUnavailable
+from pushengine.api.rpc import Method
 
 log = Logger()
 CLOSED = "the admin interface is closed: start the node with --admin-key"

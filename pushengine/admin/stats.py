@@ -24,7 +24,7 @@ from twisted.logger import Logger
 
 from pushengine.admin import ADMIN_TYPE
 from pushengine.admin.hub import AdminHub
-from pushengine.changes import UPSERT, Change
+from pushengine.core.changes import UPSERT, Change
 
 log = Logger()
 MAX_TEXT = 200

@@ -20,11 +20,11 @@ from pushengine.amqp.connection import (
 from pushengine.amqp.publisher import (
     TIMESTAMP_MS_HEADER, ConfirmPublisher, NotConnected, message_properties)
 from pushengine.amqp.url import AmqpUrl, parse_amqp_url
-from pushengine.changes import Change, decode_changes, encode_changes
+from pushengine.core.changes import Change, decode_changes, encode_changes
 
 log = Logger()
 
-DEFAULT_EXCHANGE = "pushengine.changes"
+DEFAULT_EXCHANGE = "pushengine.core.changes"
 QUEUE_PREFIX = "pushengine.node."
 DEFAULT_PREFETCH = 500
 DEFAULT_QUEUE_TTL = 3600.0

@@ -22,7 +22,7 @@ from txamqp.content import Content
 
 from pushengine.amqp.connection import FeedClient, describe
 from pushengine.amqp.url import AmqpUrl, parse_amqp_url
-from pushengine.interfaces import FeedUnavailable
+from pushengine.core.interfaces import FeedUnavailable
 
 CONTENT_TYPE = "application/json"
 PERSISTENT = 2

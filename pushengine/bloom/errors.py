@@ -3,7 +3,7 @@ them (without its ``ERR`` prefix), each with the JSON-RPC code it is answered
 with (SPEC section 14)."""
 from __future__ import annotations
 
-from pushengine.errors import ApiError, BadParams
+from pushengine.core.errors import ApiError, BadParams
 
 #: the filter state refuses the command: code 1010
 ITEM_EXISTS = "item exists"

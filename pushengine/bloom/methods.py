@@ -22,8 +22,8 @@ import inspect
 from typing import Any, Callable
 
 from pushengine.bloom import errors
-from pushengine.errors import NotAuthorized
-from pushengine.rpc import Method
+from pushengine.core.errors import NotAuthorized
+from pushengine.api.rpc import Method
 
 MAX_ITEMS = 1000       # items in one madd / mexists / insert
 
@@ -44,7 +44,7 @@ def _bearer(caller: Any) -> str | None:
 
 
 def may_use_backend_methods(caller: Any, publish_key: str | None) -> bool:
-    """Whether ``caller`` (a pushengine.caller.Caller, or anything with
+    """Whether ``caller`` (a pushengine.api.caller.Caller, or anything with
     ``bearer``/``authorization``, ``loopback`` and ``from_page``) may call
     the backend methods. Fails closed: a caller that says nothing is refused."""
     if publish_key:

@@ -2,13 +2,12 @@
 
 - :mod:`.record` — what is kept of a session, and how it is spelled;
 - :mod:`.registry` — the interface of a registry backend;
-- :mod:`.redis` — the Redis backend (``--redis``);
 - :mod:`.memory` — an in-process backend with the same semantics;
 - :mod:`.hooks` — keeps the entries of this node's sessions up to date;
 - :mod:`.resume` — re-creates here a session another node held.
 
-:func:`build_cluster` ties them to an engine. The Redis module is imported
-only when ``--redis`` is given (txredisapi imports the global reactor).
+:func:`build_cluster` ties them to an engine. The Redis backend (``--redis``) is
+:mod:`pushengine.redis.cluster`.
 """
 from __future__ import annotations
 
@@ -44,15 +43,4 @@ def build_cluster(registry: Any, engine: Any, online: Any, clock: Any,
     return Cluster(registry, hooks, resumer)
 
 
-def build_redis_cluster(reactor: Any, url: str, node_id: str, engine: Any, online: Any) -> Cluster:
-    """The cluster of a node started with ``--redis URL`` (ValueError for a bad URL)."""
-    from pushengine.cluster.redis import RedisRegistry, parse_redis_url
-    parsed = parse_redis_url(url)
-    settings = engine.sessions.settings
-    ttl = registry_ttl(settings.session_timeout, settings.max_timeout, parsed.refresh)
-    registry = RedisRegistry(reactor, parsed, node_id, ttl)
-    return build_cluster(registry, engine, online, reactor, parsed.refresh)
-
-
-__all__ = ["Cluster", "RegistryHooks", "Resumer", "build_cluster", "build_redis_cluster",
-           "registry_ttl"]
+__all__ = ["Cluster", "RegistryHooks", "Resumer", "build_cluster", "registry_ttl"]

@@ -58,7 +58,7 @@ class SessionRecord:
 
     @classmethod
     def of(cls, session: Any, owner: str, period: int | None = None) -> "SessionRecord":
-        """The record of a live session (``Session`` of pushengine.sessions)."""
+        """The record of a live session (``Session`` of pushengine.core.sessions)."""
         subs = [Subscription(b.spec.name, b.params, b.limit, key)
                 for key, b in session.bounds.items()]
         return cls(owner=owner, user=session.user, subs=subs, seq=session.manager.last_seq(session),

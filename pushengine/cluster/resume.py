@@ -30,7 +30,7 @@ from twisted.python.failure import Failure
 
 from pushengine.cluster.record import BadRecord, SessionRecord
 from pushengine.cluster.registry import RegistryUnavailable
-from pushengine.errors import ApiError, LimitReached, UnknownSession
+from pushengine.core.errors import ApiError, LimitReached, UnknownSession
 from pushengine.views.conditions import ParamError
 
 log = Logger()

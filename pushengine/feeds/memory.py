@@ -5,8 +5,8 @@ from typing import Any, Sequence
 
 from twisted.internet.defer import Deferred, fail, succeed
 
-from pushengine.changes import Change
-from pushengine.interfaces import ChangeSink, FeedUnavailable
+from pushengine.core.changes import Change
+from pushengine.core.interfaces import ChangeSink, FeedUnavailable
 
 
 class FeedNotStarted(FeedUnavailable):

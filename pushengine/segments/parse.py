@@ -315,7 +315,7 @@ def read_segment(stream: BinaryIO, sink: Any, *,
             sink.add(pending)
         counts.valid = sink.total()
         counts.duplicates = valid_total - counts.valid
-    except UnicodeDecodeError as e:
+    except UnicodeDecodeError:
         text.detach()
         where, byte = _bad_line(buffered, encoding)
         raise SegmentError("encoding", f"the file is neither UTF-8 nor Windows-1251 text "

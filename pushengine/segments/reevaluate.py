@@ -42,8 +42,8 @@ from typing import Any, Iterable
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
-from pushengine.errors import LimitReached, UnknownSession
-from pushengine.events import DELETE, INSERT, RESET, UPDATE, Fragment, encode_event
+from pushengine.core.errors import LimitReached, UnknownSession
+from pushengine.core.events import DELETE, INSERT, RESET, UPDATE, Fragment, encode_event
 from pushengine.views.operators.audience import SESSION_SEGMENTS
 
 log = Logger()

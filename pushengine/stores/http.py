@@ -27,8 +27,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from pushengine import strictjson
-from pushengine.changes import DELETE
+from pushengine.core import strictjson
+from pushengine.core.changes import DELETE
 from pushengine.memcache.tagged import TaggedCache
 
 log = Logger()

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorTime
 
-from pushengine.changes import (
+from pushengine.core.changes import (
     UPSERT, Change, MalformedChange, changes_from_json, decode_json)
 from pushengine.stores.scan import MAX_CHUNK, MIN_CHUNK, Scan, first
 from pushengine.views.operators import StoreIndex

@@ -1,7 +1,7 @@
 """The transports that carry a session's events to its client.
 
 Each is one module plus one route, and an adapter of the core's delivery
-interface (``pushengine.sessions.Delivery``):
+interface (``pushengine.core.sessions.Delivery``):
 
 - long-polling: ``session.get_events`` over ``POST /api/jsonrpc`` (the parked
   poll itself is the core's ``LongPoll``; the HTTP side is ``web.app``);

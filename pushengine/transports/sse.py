@@ -9,7 +9,7 @@ reconnects sends ``Last-Event-ID``; ``?last_event_id=N`` does the same by hand:
 the session then writes every later event again, once, in order (or one
 ``reset`` per view when N is older than its replay buffer).
 
-The stream is the session's delivery (``pushengine.sessions.Delivery``) until
+The stream is the session's delivery (``pushengine.core.sessions.Delivery``) until
 the client goes away or another delivery replaces it (then it is closed). It
 registers as the request's push producer: when the client stops reading and
 the socket's buffer fills, twisted.web pauses it, the session stops writing
@@ -25,9 +25,9 @@ from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
-from pushengine.errors import ApiError, UnknownSession
-from pushengine.events import DROPPED, Fragment, utf8
-from pushengine.transports.guard import Guard, json_error
+from pushengine.core.errors import ApiError, UnknownSession
+from pushengine.core.events import DROPPED, Fragment, utf8
+from pushengine.web.guard import Guard, json_error
 from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 

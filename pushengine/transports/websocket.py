@@ -38,8 +38,8 @@ from wsproto.events import (
 from wsproto.handshake import H11Handshake
 from wsproto.utilities import RemoteProtocolError
 
-from pushengine.events import DROPPED, Fragment, utf8
-from pushengine.transports.guard import Guard, json_error
+from pushengine.core.events import DROPPED, Fragment, utf8
+from pushengine.web.guard import Guard, json_error
 from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 

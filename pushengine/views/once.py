@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -43,6 +43,24 @@ MAX_REFUSED = 10_000            # ids remembered as refused per instance (the fi
 
 def _text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+class MemorySeen:
+    """An exact, in-process record of what each key holds, with the
+    ``insert`` of a Bloom backend: for a registry built without the node's
+    filters (one process, tests). Every key's items are kept."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, set[str]] = {}
+
+    def insert(self, key: str, items: list[str], **_: Any) -> Deferred:
+        """Add ``items`` to ``key``; fire with 1 for each that was new, else 0."""
+        held = self.keys.setdefault(key, set())
+        flags = []
+        for item in items:
+            flags.append(0 if item in held else 1)
+            held.add(item)
+        return succeed(flags)
 
 
 class SeenFilter:

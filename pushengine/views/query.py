@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from sortedcontainers import SortedList
 
-from pushengine.strictjson import identical
+from pushengine.core.strictjson import identical
 from pushengine.views.spec import BoundView
 from pushengine.views.values import Descending, sort_key
 from pushengine.views.window import Window

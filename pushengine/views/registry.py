@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterable
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
 from twisted.logger import Logger
 
-from pushengine.changes import UPSERT, Change
+from pushengine.core.changes import UPSERT, Change
+from pushengine.views.once import Gate, MemorySeen, SeenFilter
 from pushengine.views.query import Query, make_query
 from pushengine.views.spec import ALL, BoundView, Catalog, IndexRule
 from pushengine.views.window import Window
@@ -59,7 +60,8 @@ class SpecIndex:
 
 class ViewRegistry:
     def __init__(self, catalog: Catalog, store: Any,
-                 schedule: Callable[[Callable[[], None]], Any] | None = None) -> None:
+                 schedule: Callable[[Callable[[], None]], Any] | None = None,
+                 seen: SeenFilter | None = None) -> None:
         """``schedule(f)`` runs ``f`` soon, outside the change being applied
         (the engine passes ``clock.callLater(0, f)``); it re-reads queries that
         ran short of a partial answer. ``on_reset`` is called after windows
@@ -75,8 +77,9 @@ class ViewRegistry:
         self.holders: dict[tuple[str, Any], set[Query]] = {}
         self._loading: dict[str, Deferred] = {}
         # once_per_user views: the users' seen filters (pushengine.views.once);
-        # the node sets one on its Bloom backend, else an in-process one is made
-        self.seen: Any = None
+        # the node's are on its Bloom backend; without one, an in-process
+        # exact record (views.once.MemorySeen) is made when first needed
+        self.seen: Any = seen
         self.awaiting: dict[tuple[str, Any], set[Query]] = {}  # gates asking about an object
 
     # -- lifecycle of queries and windows -----------------------------------
@@ -163,10 +166,8 @@ class ViewRegistry:
 
     def _gate(self, bound: BoundView) -> Any:
         from pushengine.views.conditions import SESSION_USER
-        from pushengine.views.once import Gate, SeenFilter
         if self.seen is None:
-            from pushengine.bloom.memory import MemoryBloom
-            self.seen = SeenFilter(MemoryBloom())
+            self.seen = SeenFilter(MemorySeen())
         return Gate(self.seen, bound.spec.name, bound.values.get(SESSION_USER), self._late,
                     self._wait)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pushengine.events import DELETE, INSERT, PING, RESET, UPDATE, encode_event
+from pushengine.core.events import DELETE, INSERT, PING, RESET, UPDATE, encode_event
 
 
 class Subscriber(Protocol):

@@ -17,12 +17,12 @@ from twisted.web.server import NOT_DONE_YET
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 from werkzeug.routing import RequestRedirect
 
-from pushengine import metrics
-from pushengine.auth import ApiKeys
-from pushengine.limits import retry_after
-from pushengine.rpc import Dispatcher, Refusal
-from pushengine.publishing import Publisher
-from pushengine.transports.guard import Guard
+from pushengine.metrics import prometheus as metrics
+from pushengine.api.auth import ApiKeys
+from pushengine.core.limits import retry_after
+from pushengine.api.rpc import Dispatcher, Refusal
+from pushengine.api.publishing import Publisher
+from pushengine.web.guard import Guard
 from pushengine.web.clients import ClientAddresses
 from pushengine.web.static import StaticFiles, static_root
 
@@ -72,7 +72,7 @@ class WebApp:
         self.js = StaticFiles(str(root / "js"))
         self.examples = StaticFiles(str(root / "examples"))
         self.examples.indexNames = ["index.html"]
-        # the admin page (pushengine.admin.page), set by the node with --admin-key
+        # the admin page (pushengine.web.admin), set by the node with --admin-key
         self.admin: Any = None
 
     def resource(self):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Iterable
 
-from pushengine.caller import Caller
+from pushengine.api.caller import Caller
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

@@ -28,8 +28,8 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.web.http import HTTPChannel
 
-from pushengine.limits import retry_after
-from pushengine.rpc import Refusal
+from pushengine.core.limits import retry_after
+from pushengine.api.rpc import Refusal
 from pushengine.web.clients import CALLER_HEADERS
 from pushengine.web.outbox import Outbox
 from pushengine.web.sendnow import send_now

@@ -8,7 +8,7 @@ from twisted.internet.utils import getProcessOutputAndValue
 
 from pushengine.amqp import NotConnected
 from pushengine.amqp.publisher import message_properties
-from pushengine.changes import Change, encode_changes
+from pushengine.core.changes import Change, encode_changes
 from tests.amqp.conftest import (
     RecordingSink, connection_pid, rabbitmqctl, sleep, wait_for)
 from tests.services import free_port
@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def run_cli(*args):
     """Run pushengine-publish in a child process; fire with (out, err, code)."""
     return getProcessOutputAndValue(
-        sys.executable, ("-m", "pushengine.publish_cli") + args,
+        sys.executable, ("-m", "pushengine.tools.publish_cli") + args,
         env=dict(os.environ), path=ROOT)
 
 
@@ -327,7 +327,7 @@ def test_publish_cli_reads_json_lines_from_stdin(amqp):
 
     proto = Collect()
     reactor.spawnProcess(proto, sys.executable,
-                         [sys.executable, "-m", "pushengine.publish_cli", "--amqp", amqp.url,
+                         [sys.executable, "-m", "pushengine.tools.publish_cli", "--amqp", amqp.url,
                           "--exchange", amqp.exchange], env=dict(os.environ), path=ROOT)
     code = yield proto.done
     assert code == 0

@@ -62,7 +62,7 @@ def redis_bloom(redis_prefix):
     """A started RedisBloom (Lua scripts) on its own key prefix."""
     from twisted.internet import reactor
 
-    from pushengine.bloom.redis import RedisBloom
+    from pushengine.redis.bloom import RedisBloom
     made = []
 
     def make(**kwargs: Any) -> RedisBloom:

@@ -54,7 +54,7 @@ def shared_redis():
     import pytest_twisted as pt
     from twisted.internet import reactor
 
-    from pushengine.bloom.redis import RedisBloom
+    from pushengine.redis.bloom import RedisBloom
     from tests.bloom.conftest import (
         BLOOM_DB, REDIS_HOST, REDIS_PORT, delete_prefix, wait_available)
     from tests.services import require_service

@@ -8,7 +8,7 @@ import jwt
 import pytest
 
 from pushengine.bloom.methods import may_use_backend_methods
-from pushengine.caller import Caller
+from pushengine.api.caller import Caller
 from tests.http.harness import ClockNode, Http, Raw, Rpc, http_request
 
 SECRET = "test-secret-of-enough-length-for-hs256"

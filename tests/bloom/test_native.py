@@ -7,7 +7,7 @@ import pytest_twisted
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 
-from pushengine.bloom.redis import RedisBloom
+from pushengine.redis.bloom import RedisBloom
 from tests.bloom.conftest import outcome
 from tests.bloom.fake_module import FakeModuleServer
 from tests.cluster.conftest import eventually

@@ -95,7 +95,7 @@ async def eventually(check, timeout: float = 10.0, step: float = 0.02):
 @pytest.fixture
 def registries():
     """``make(url, node_id, ttl)`` → a started RedisRegistry on the reactor; stopped after."""
-    from pushengine.cluster.redis import RedisRegistry
+    from pushengine.redis.cluster import RedisRegistry
     from twisted.internet import reactor
     made = []
 

@@ -15,7 +15,7 @@ from twisted.internet.task import Clock
 from pushengine.cluster import build_cluster, registry_ttl
 from pushengine.cluster.memory import MemoryRegistry, SharedTable
 from pushengine.memcache import InMemoryCache
-from pushengine.service import Node
+from pushengine.app.service import Node
 from tests.http.harness import Http, Rpc, options
 
 START = 1_700_000_000.0  # a realistic unix time, at the start of an online period

@@ -177,7 +177,7 @@ async def test_a_silent_server_times_out_and_is_dropped(registries) -> None:
 
 
 def test_urls() -> None:
-    from pushengine.cluster.redis import parse_redis_url
+    from pushengine.redis.cluster import parse_redis_url
     u = parse_redis_url("redis://:s3cret@cache.example:6380/4?prefix=pe:&timeout=0.5&refresh=3")
     assert (u.host, u.port, u.db, u.password, u.prefix, u.timeout, u.refresh) == (
         "cache.example", 6380, 4, "s3cret", "pe:", 0.5, 3.0)

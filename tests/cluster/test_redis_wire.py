@@ -10,7 +10,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from pushengine.cluster.record import SessionRecord
-from pushengine.cluster.redis import SCRIPTS, RedisRegistry
+from pushengine.redis.cluster import SCRIPTS, RedisRegistry
 from pushengine.cluster.registry import OK, RegistryUnavailable
 
 SID = "AAAAbbbbCCCCddddEEEEff"

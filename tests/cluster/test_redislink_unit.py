@@ -7,7 +7,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from pushengine.redislink import RedisLink
+from pushengine.redis.link import RedisLink
 
 
 class Unavailable(Exception):

@@ -7,7 +7,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from pushengine.cluster.memory import MemoryRegistry
 from pushengine.cluster.registry import RegistryUnavailable
-from pushengine.errors import UnknownSession
+from pushengine.core.errors import UnknownSession
 from tests.cluster.nodes import MemoryCluster, stream
 
 

@@ -6,9 +6,10 @@ from typing import Any
 
 from twisted.internet.task import Clock
 
-from pushengine.changes import Change
-from pushengine.engine import Engine
-from pushengine.sessions import SessionSettings
+from pushengine.core.changes import Change
+from pushengine.app.engine import build_engine
+from pushengine.core.engine import Engine
+from pushengine.core.sessions import SessionSettings
 from pushengine.stores.memory import MemoryStore
 from pushengine.views.spec import parse_catalog
 
@@ -16,7 +17,7 @@ from pushengine.views.spec import parse_catalog
 def make_engine(views: dict, types: dict | None = None, **settings: Any) -> tuple[Engine, Clock]:
     clock = Clock()
     catalog = parse_catalog({"types": types or {}, "views": views})
-    engine = Engine(clock, catalog, MemoryStore(catalog.id_fields), SessionSettings(**settings))
+    engine = build_engine(clock, catalog, MemoryStore(catalog.id_fields), SessionSettings(**settings))
     return engine, clock
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pushengine.changes import decode_changes, encode_changes
+from pushengine.core.changes import decode_changes, encode_changes
 
 
 def test_one_change_and_a_batch():
@@ -89,6 +89,6 @@ def test_any_bytes_never_raise(body):
 ])
 def test_the_publish_command_refuses_what_no_answer_can_carry(text, why):
     """``pushengine-publish`` validates with the same decoder as every feed."""
-    from pushengine.publish_cli import BadInput, read_messages
+    from pushengine.tools.publish_cli import BadInput, read_messages
     with pytest.raises(BadInput, match=re.escape(why)):
         read_messages([(1, text)], "line")

@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pushengine.events import DROPPED
+from pushengine.core.events import DROPPED
 from tests.core.helpers import delete, make_engine, upsert
 from tests.deferreds import fired
 

@@ -5,7 +5,7 @@ from urllib.parse import unquote
 
 from twisted.internet.task import Clock
 
-from pushengine.demo import USERS, DemoProducer
+from pushengine.tools.demo import USERS, DemoProducer
 from tests.http.harness import ClockNode, Http, Rpc
 
 

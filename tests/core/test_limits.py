@@ -4,8 +4,8 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 from twisted.internet.task import Clock
 
-from pushengine.errors import RateLimited
-from pushengine.limits import CallRate, SessionCounts, retry_after
+from pushengine.core.errors import RateLimited
+from pushengine.core.limits import CallRate, SessionCounts, retry_after
 from tests.core.helpers import make_engine
 
 

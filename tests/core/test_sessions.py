@@ -7,7 +7,7 @@ import pytest
 from twisted.internet.defer import CancelledError
 from twisted.trial.unittest import SynchronousTestCase
 
-from pushengine.errors import LimitReached, UnknownKey, UnknownSession
+from pushengine.core.errors import LimitReached, UnknownKey, UnknownSession
 from tests.core.helpers import delete, make_engine, upsert
 
 VIEWS = {"Live": {"type": "Stream", "params": ["limit"], "where": {"live": True},

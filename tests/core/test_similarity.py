@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.internet.task import Clock
 
-from pushengine.changes import Change
-from pushengine.engine import Engine
+from pushengine.core.changes import Change
+from pushengine.app.engine import build_engine
 from pushengine.stores.memory import MemoryStore
 from pushengine.views import similarity
 from pushengine.views.conditions import ParamError, ViewDefinitionError
@@ -475,7 +475,7 @@ def test_similar_with_distinct_over_http_like_flow():
     clock = Clock()
     store = MemoryStore(catalog.id_fields, clock=clock)
     store.index_views(catalog.views.values())
-    engine = Engine(clock, catalog, store)
+    engine = build_engine(clock, catalog, store)
     engine.apply_changes([Change("Stream", "upsert", 1, stream(1, "Cats playing piano"))])
     session, key, state = subscribe(engine, "SimilarStreamView", {"text": "cats playing piano"})
     assert [o["_similarity"] for o in state] == [1.0]

@@ -6,8 +6,8 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
-from pushengine import strictjson
-from pushengine.strictjson import UnsafeJSON
+from pushengine.core import strictjson
+from pushengine.core.strictjson import UnsafeJSON
 
 clean_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=20)
 clean = st.recursive(

@@ -6,7 +6,7 @@ import json
 import pytest
 from twisted.internet.defer import Deferred, succeed
 
-from pushengine.changes import Change
+from pushengine.core.changes import Change
 from pushengine.views.conditions import ParamError, ViewDefinitionError
 from pushengine.views.morphology import text_forms, word_forms
 from pushengine.views.registry import ViewRegistry
@@ -274,10 +274,10 @@ def test_feed_gap_resets_views_whose_state_changed():
         def apply_changes(self, changes):
             pass
 
-    from pushengine.engine import Engine
+    from pushengine.app.engine import build_engine
     from twisted.internet.task import Clock
     store = Store()
-    engine = Engine(Clock(), catalog, store)
+    engine = build_engine(Clock(), catalog, store)
     changed, _ = subscribe(engine, "User", {"user_id": 5})
     same, _ = subscribe(engine, "User", {"user_id": 6})
     store.objects = [{"id": 1, "user_id": 5, "public": True}, {"id": 2, "user_id": 5, "public": True}]

@@ -13,8 +13,8 @@ import yaml
 from twisted.internet.task import Clock
 from twisted.python import usage
 
-from pushengine.service import Node
-from pushengine.tap import Options
+from pushengine.app.service import Node
+from pushengine.app.tap import Options
 from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.spec import load_catalog, parse_catalog
 

@@ -97,7 +97,7 @@ class Client:
 
 def publish_cli(exchange: str, *changes: dict) -> subprocess.CompletedProcess:
     script = Path(sys.executable).with_name("pushengine-publish")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "pushengine.publish_cli"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "pushengine.tools.publish_cli"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     lines = "\n".join(json.dumps(c) for c in changes) + "\n"
     return subprocess.run([*cmd, "--amqp", BROKER, "--exchange", exchange], input=lines,

@@ -1,6 +1,6 @@
 """An engine node on a Clock, driven in memory through its real klein resource.
 
-``ClockNode`` is ``pushengine.service.Node`` with ``twisted.internet.task.Clock``
+``ClockNode`` is ``pushengine.app.service.Node`` with ``twisted.internet.task.Clock``
 as its reactor: sessions, polls and pings run on simulated time. ``Http``
 sends requests with ``treq.testing.StubTreq`` and checks every answer against
 the transport's promises (no HTML, no traceback).
@@ -15,8 +15,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
-from pushengine.service import Node
-from pushengine.tap import Options
+from pushengine.app.service import Node
+from pushengine.app.tap import Options
 
 BASE = "http://127.0.0.1"
 

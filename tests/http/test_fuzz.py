@@ -10,7 +10,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pushengine.changes import decode_changes
+from pushengine.core.changes import decode_changes
 from tests.http.harness import ClockNode, Http, Rpc
 
 FUZZ = settings(max_examples=150, deadline=None,

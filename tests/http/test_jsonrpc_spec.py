@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from pushengine.rpc import Dispatcher, Method
+from pushengine.api.rpc import Dispatcher, Method
 from tests.http.harness import ClockNode, Http
 
 # (what the client sends, what the server answers; None: nothing at all),

@@ -11,9 +11,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet.task import Clock
 
-from pushengine import metrics
-from pushengine.changes import Change
-from pushengine.service import Node
+from pushengine.metrics import prometheus as metrics
+from pushengine.core.changes import Change
+from pushengine.app.service import Node
 from tests.http.harness import ClockNode, Http, options
 from tests.services import require_program
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from twisted.python import usage
 
-from pushengine.changes import Change
+from pushengine.core.changes import Change
 from pushengine.stores.http import HttpStore
 from tests.http.harness import ClockNode, Http, Rpc
 
@@ -85,7 +85,7 @@ def test_without_a_namespace_the_prefixed_names_are_unknown(http: Http) -> None:
 
 
 def test_the_namespace_from_the_environment() -> None:
-    from pushengine.tap import Options
+    from pushengine.app.tap import Options
     options = Options(environ={"PUSHENGINE_NAMESPACE": "qik"})
     options.parseOptions([])
     assert options["namespace"] == "qik"
@@ -94,7 +94,7 @@ def test_the_namespace_from_the_environment() -> None:
 @pytest.mark.parametrize("name", ["", "q k", "1qik", "qik.", ".qik", "qik..x", "q-k", "x" * 51,
                                   "a.b.c.d.e"])
 def test_bad_namespaces_are_usage_errors(name: str) -> None:
-    from pushengine.tap import Options
+    from pushengine.app.tap import Options
     with pytest.raises(usage.UsageError, match="--namespace"):
         Options(environ={}).parseOptions(["--namespace", name])
 
@@ -218,7 +218,7 @@ def test_users_are_kept_with_an_http_store() -> None:
 def test_the_node_builds_its_http_store_keeping_users() -> None:
     from twisted.internet.task import Clock
 
-    from pushengine.service import Node
+    from pushengine.app.service import Node
     from tests.http.harness import options
     node = Node(options("--store-url", "http://backend/state"), Clock())
     assert node.store.keep == {"User"}

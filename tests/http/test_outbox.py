@@ -10,7 +10,7 @@ import pytest_twisted
 from twisted.internet.task import deferLater
 from twisted.internet.testing import StringTransport
 
-from pushengine.changes import Change
+from pushengine.core.changes import Change
 from pushengine.web import fastpath
 from pushengine.web.outbox import Outbox
 from tests.http.harness import ClockNode, Raw, http_request

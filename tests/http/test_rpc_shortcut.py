@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.internet.defer import Deferred, fail
 
-from pushengine.caller import Caller
-from pushengine.changes import Change
-from pushengine.errors import BadParams
-from pushengine.events import RawJSON
-from pushengine.rpc import Dispatcher, Method, Refusal
+from pushengine.api.caller import Caller
+from pushengine.core.changes import Change
+from pushengine.core.errors import BadParams
+from pushengine.core.events import RawJSON
+from pushengine.api.rpc import Dispatcher, Method, Refusal
 from tests.http.test_fronts import FRONTS, answers, rpc_bytes
 from tests.http.harness import ClockNode
 

@@ -8,7 +8,7 @@ from twisted.internet.defer import fail, gatherResults
 from twisted.trial.unittest import SynchronousTestCase
 
 from pushengine.memcache import CacheUnavailable, InMemoryCache
-from pushengine.online import OnlineCounter
+from pushengine.memcache.online import OnlineCounter
 
 from tests.memcache.test_visitors import start_clock
 

@@ -10,10 +10,10 @@ from twisted.internet.task import Clock
 from pushengine.admin import ADMIN_TYPE, ADMIN_VIEW_KEY
 from pushengine.admin.hub import AdminHub, AdminSink
 from pushengine.admin.methods import AdminKey
-from pushengine.caller import Caller
-from pushengine.changes import UPSERT, Change
-from pushengine.errors import NotAuthorized, RateLimited
-from pushengine.service import timer
+from pushengine.api.caller import Caller
+from pushengine.core.changes import UPSERT, Change
+from pushengine.core.errors import NotAuthorized, RateLimited
+from pushengine.app.service import timer
 from tests.http.harness import ClockNode, Http, Rpc
 
 KEY = "admin-key-of-the-tests-0123"
@@ -163,7 +163,7 @@ def test_option_checks() -> None:
         options("--admin-key", "short")
     with pytest.raises(usage.UsageError, match="at least 16"):
         options("--admin-key", " " + KEY)
-    from pushengine.tap import Options
+    from pushengine.app.tap import Options
     o = Options(environ={"PUSHENGINE_ADMIN_KEY": KEY})
     o.parseOptions([])
     assert o["admin-key"] == KEY

@@ -9,9 +9,11 @@ import pytest
 from twisted.internet.defer import succeed
 from twisted.internet.task import Clock
 
+from pushengine.api.presence import PresenceUnavailable
+from pushengine.app.adapters import build_presence_store
 from pushengine.memcache import InMemoryCache
-from pushengine.presence import (
-    PresenceStore, PresenceUnavailable, RedisPresenceStore, build_presence_store)
+from pushengine.memcache.presence import PresenceStore
+from pushengine.redis.presence import RedisPresenceStore
 from tests.e2e.conftest import start
 from tests.operator.test_presence_process import SECRET, VIEWS, joins, token
 from tests.services import require_service

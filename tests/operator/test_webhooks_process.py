@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import jwt
 import pytest
 
-from pushengine.webhooks import SIGNATURE_HEADER, verify
+from pushengine.webhooks.sender import SIGNATURE_HEADER, verify
 from tests.e2e.conftest import start
 
 pytestmark = pytest.mark.e2e

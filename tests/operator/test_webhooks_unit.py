@@ -9,7 +9,7 @@ from treq.testing import StubTreq
 from twisted.internet.task import Clock
 from twisted.web.resource import Resource
 
-from pushengine.webhooks import SIGNATURE_HEADER, WebhookSender, sign, verify
+from pushengine.webhooks.sender import SIGNATURE_HEADER, WebhookSender, sign, verify
 from tests.http.harness import ClockNode, Http, Rpc
 
 SECRET = "hook-secret"

@@ -126,7 +126,7 @@ def session(rpc, **claims):
 
 
 def publish(node, *objs):
-    from pushengine.changes import Change
+    from pushengine.core.changes import Change
     node.feed.publish([Change("Offer", "upsert", o) for o in objs]) \
         if hasattr(node.feed, "publish") else None
 

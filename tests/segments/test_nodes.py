@@ -12,7 +12,7 @@ import uuid
 import jwt
 import pytest
 
-from pushengine.segments.cli import main as segment_cli
+from pushengine.tools.segment_cli import main as segment_cli
 from tests.e2e.conftest import start
 from tests.services import require_service
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from twisted.internet.defer import Deferred, succeed
 
-from pushengine.changes import Change
+from pushengine.core.changes import Change
 from pushengine.segments.reevaluate import Reevaluator, Route, diff
 from pushengine.segments.store import MemorySegments
 from pushengine.segments.targeting import contact_digests
@@ -272,7 +272,7 @@ class FakeRedis:
 
 def test_redis_store_reports_what_another_node_changed():
     from twisted.internet.task import Clock
-    from pushengine.segments.store import RedisSegments
+    from pushengine.redis.segments import RedisSegments
     clock = Clock()
     store = RedisSegments(clock, "redis://127.0.0.1:1/0", endpoint=object())
     store.send = redis = FakeRedis()

@@ -11,7 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
-from pushengine.interfaces import ObjectStore
+from pushengine.core.interfaces import ObjectStore
 from pushengine.memcache import InMemoryCache
 from pushengine.stores.http import HttpStore, StoreError, encode_query
 

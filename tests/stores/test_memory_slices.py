@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.internet.task import Clock
 
-from pushengine.changes import Change
-from pushengine.engine import Engine
-from pushengine.sessions import SessionSettings
-from pushengine.stores.geogrid import GeoGrid
+from pushengine.core.changes import Change
+from pushengine.app.engine import build_engine
+from pushengine.core.engine import Engine
+from pushengine.core.sessions import SessionSettings
+from pushengine.views.geogrid import GeoGrid
 from pushengine.stores.memory import MemoryStore
 from pushengine.views.geo import distance_km
 from pushengine.views.spec import load_catalog
@@ -334,7 +335,7 @@ def test_an_answer_cut_short_stays_a_prefix_of_the_truth() -> None:
 
 
 def make_engine(clock: Clock, store: MemoryStore) -> Engine:
-    return Engine(clock, CATALOG, store, SessionSettings())
+    return build_engine(clock, CATALOG, store, SessionSettings())
 
 
 def test_the_registry_never_keeps_a_stale_copy_on_reload() -> None:

@@ -12,6 +12,7 @@ same segments share one query.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pushengine.views.operators.base import (
@@ -19,6 +20,13 @@ from pushengine.views.operators.base import (
     resolve)
 
 SESSION_SEGMENTS = "session.segments"
+# a segment's name, as views name it and uploads give it
+SEGMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def valid_segment_name(name: Any) -> bool:
+    """A segment name: a letter or digit, then up to 63 of them or ``_ . -``."""
+    return isinstance(name, str) and SEGMENT_NAME.match(name) is not None
 
 
 def untargeted(obj: dict) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pushengine.views.operators.audience import SESSION_SEGMENTS
+from pushengine.views.operators.audience import SESSION_SEGMENTS, valid_segment_name
 from pushengine.views.operators.base import (
     Condition, Operator, Predicate, Ref, ViewDefinitionError, register)
 
@@ -29,8 +29,7 @@ class InSegment(Operator):
     takes_session_segments = True
 
     def parse(self, field: str | None, spec: Any, view: str) -> Condition:
-        from pushengine.segments.store import valid_name
-        if not valid_name(spec):
+        if not valid_segment_name(spec):
             raise ViewDefinitionError(f"{view}: 'in_segment' takes a segment name "
                                       f"(letters, digits, _ . -)")
         return Condition("in_segment", None, {"segment": spec,

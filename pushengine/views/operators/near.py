@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pushengine.stores.geogrid import GeoGrid, number
+from pushengine.views.geogrid import GeoGrid, number
 from pushengine.views.geo import distance_km
 from pushengine.views.operators.base import (
     Condition, Operator, Predicate, Ref, ViewDefinitionError, bad_param, finite,

@@ -25,7 +25,7 @@ from pushengine.amqp.connection import describe
 from pushengine.amqp.feed import DEFAULT_EXCHANGE
 from pushengine.amqp.publisher import connect_publisher, publish_all
 from pushengine.amqp.url import parse_amqp_url
-from pushengine.changes import decode_changes, encode_changes
+from pushengine.core.changes import decode_changes, encode_changes
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -14,12 +14,12 @@ from typing import Any, Callable
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
 from twisted.logger import Logger
 
-from pushengine.auth import TokenVerifier
-from pushengine.engine import Engine
-from pushengine.errors import (
+from pushengine.api.auth import TokenVerifier
+from pushengine.core.engine import Engine
+from pushengine.core.errors import (
     BadParams, MethodNotFound, NotAuthorized, UnknownKey, UnknownView)
-from pushengine.profiles import PROFILE_TYPE, Profiles
-from pushengine.rpc import Method
+from pushengine.api.profiles import PROFILE_TYPE, Profiles
+from pushengine.api.rpc import Method
 from pushengine.views.conditions import ParamError, ViewDefinitionError
 from pushengine.views.spec import ViewSpec
 
@@ -168,7 +168,7 @@ class Api:
             d.addErrback(lambda f: log.failure("counting a session online failed", f))
 
     def session_create(self, caller: Any = None) -> str | Deferred:
-        """``caller`` (a ``pushengine.caller.Caller``) says who asks: sessions
+        """``caller`` (a ``pushengine.api.caller.Caller``) says who asks: sessions
         per client address are capped; a WebSocket asking receives the new
         session's events."""
         session = self.sessions.create(client=getattr(caller, "address", None))

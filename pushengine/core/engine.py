@@ -11,10 +11,9 @@ from typing import Any, Sequence
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from pushengine.changes import Change
-from pushengine.sessions import SessionManager, SessionSettings
-from pushengine.views.registry import ViewRegistry
-from pushengine.views.spec import Catalog
+from pushengine.core.changes import Change
+from pushengine.core.sessions import SessionManager, SessionSettings
+from pushengine.core.interfaces import TypeCatalog, ViewSource
 
 log = Logger()
 
@@ -30,13 +29,15 @@ class EngineCounters:
 
 
 class Engine:
-    def __init__(self, clock: IReactorTime, catalog: Catalog, store: Any,
-                 settings: SessionSettings | None = None) -> None:
+    def __init__(self, clock: IReactorTime, catalog: TypeCatalog, store: Any,
+                 registry: ViewSource, settings: SessionSettings | None = None) -> None:
+        """``registry`` holds the live views over ``store``
+        (``pushengine.views.registry.ViewRegistry``; built with the engine by
+        ``pushengine.app.engine.build_engine``)."""
         self.clock = clock
         self.catalog = catalog
         self.store = store
-        self.registry = ViewRegistry(catalog, store,
-                                     schedule=lambda f: clock.callLater(0, f))
+        self.registry = registry
         self.sessions = SessionManager(clock, self.registry, settings)
         self.registry.on_reset = self.sessions.flush
         self.counters = EngineCounters()

@@ -27,10 +27,10 @@ from twisted.internet.defer import CancelledError, Deferred, gatherResults, succ
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from pushengine import strictjson
-from pushengine.errors import (
+from pushengine.core import strictjson
+from pushengine.core.errors import (
     ApiError, BadParams, InvalidRequest, MethodNotFound, ParseError, RateLimited)
-from pushengine.events import RawJSON, RawUTF8
+from pushengine.core.events import RawJSON, RawUTF8
 
 log = Logger()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -15,9 +15,9 @@ from typing import Any
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
-from pushengine.caller import Caller
-from pushengine.changes import MalformedChange, changes_from_json, decode_json
-from pushengine.interfaces import FeedUnavailable
+from pushengine.api.caller import Caller
+from pushengine.core.changes import MalformedChange, changes_from_json, decode_json
+from pushengine.core.interfaces import FeedUnavailable
 
 log = Logger()
 Answer = tuple[int, dict, dict]

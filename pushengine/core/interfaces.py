@@ -1,16 +1,17 @@
 """The small interfaces between the core and its adapters.
 
 The core (sessions, views, windows, events) speaks only these; the HTTP,
-AMQP, memcached and Redis adapters implement them, and ``pushengine.tap``
+AMQP, memcached and Redis adapters implement them, and ``pushengine.app.tap``
 chooses the implementations in one place when the service is built.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from twisted.internet.defer import Deferred
 
-from pushengine.changes import Change
+from pushengine.core.changes import Change
+from pushengine.core.events import Fragment
 
 
 class FeedUnavailable(Exception):
@@ -59,3 +60,55 @@ class ObjectStore(Protocol):
 
     def apply_changes(self, changes: Sequence[Change]) -> None:
         """See every change (the in-process store keeps them; others ignore)."""
+
+
+class Binding(Protocol):
+    """A view bound to its parameters (``views.spec.BoundView``): what a
+    session subscribes to."""
+
+    key: str
+
+
+class LiveWindow(Protocol):
+    """What a subscription shows (``views.window.Window``): the first
+    ``limit`` objects of a live query, shared by its subscribers."""
+
+    key: str
+    subscribers: set[Any]
+
+    def state(self) -> list[dict[str, Any]]:
+        """The objects shown now, in view order."""
+
+    def reset_fragment(self) -> Fragment:
+        """A ``reset`` event carrying ``state()``, encoded once."""
+
+    def ping(self) -> None:
+        """Say ``ping`` to the subscribers if nothing was said since the last one."""
+
+
+class ViewSource(Protocol):
+    """The live views (``views.registry.ViewRegistry``): opens and closes
+    shared windows and applies changes to every query."""
+
+    on_reset: Callable[[], None]
+
+    def open(self, bound: Any) -> Deferred:
+        """Fire with the shared window of ``bound``."""
+
+    def close(self, window: Any) -> None:
+        """A subscriber left ``window``; the last one frees it."""
+
+    def apply(self, change: Change) -> None:
+        """Apply one change to every query it concerns."""
+
+    def reload(self) -> Deferred:
+        """Re-read every query from its store; fire with the number reset."""
+
+    def windows(self) -> Iterable[Any]:
+        """Every open window."""
+
+
+class TypeCatalog(Protocol):
+    """The object types the views file declares (``views.spec.Catalog``)."""
+
+    types: Any

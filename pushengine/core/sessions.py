@@ -42,12 +42,10 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from pushengine.errors import LimitReached, RateLimited, UnknownKey, UnknownSession
-from pushengine.events import DROPPED, RESET, Fragment, RawUTF8, encode_event, events_json
-from pushengine.limits import SessionCounts
-from pushengine.views.registry import ViewRegistry
-from pushengine.views.spec import BoundView
-from pushengine.views.window import Window
+from pushengine.core.errors import LimitReached, RateLimited, UnknownKey, UnknownSession
+from pushengine.core.events import DROPPED, RESET, Fragment, RawUTF8, encode_event, events_json
+from pushengine.core.limits import SessionCounts
+from pushengine.core.interfaces import Binding, LiveWindow, ViewSource
 
 log = Logger()
 EMPTY = RawUTF8(b"[]")
@@ -104,8 +102,8 @@ class Session:
         self.id = id_
         self.client = client
         self.user: Any = None
-        self.subs: dict[str, Window] = {}
-        self.bounds: dict[str, BoundView] = {}
+        self.subs: dict[str, LiveWindow] = {}
+        self.bounds: dict[str, Binding] = {}
         self.queue: deque = deque()      # not written to a stream: seqs sent+1 .. next_seq-1
         self.replay: deque = deque()     # written to a stream: seqs forgotten+1 .. sent
         self.next_seq = 1
@@ -151,7 +149,7 @@ def new_session_id() -> str:
 
 
 class SessionManager:
-    def __init__(self, clock: IReactorTime, registry: ViewRegistry,
+    def __init__(self, clock: IReactorTime, registry: ViewSource,
                  settings: SessionSettings | None = None) -> None:
         self.clock = clock
         self.registry = registry
@@ -263,7 +261,7 @@ class SessionManager:
                 if f is not DROPPED]
 
     # -- subscriptions ---------------------------------------------------------
-    def subscribe(self, session: Session, bound: BoundView) -> Deferred:
+    def subscribe(self, session: Session, bound: Binding) -> Deferred:
         """Fire with ``[key, state]``; the session shares the view's window."""
         key = bound.key
         if key not in session.subs and len(session.subs) >= self.settings.max_subscriptions:
@@ -271,7 +269,7 @@ class SessionManager:
                 f"a session may hold at most {self.settings.max_subscriptions} subscriptions")
         d = self.registry.open(bound)
 
-        def opened(window: Window) -> list:
+        def opened(window: LiveWindow) -> list:
             if self.sessions.get(session.id) is not session:
                 self.registry.close(window)
                 raise UnknownSession("the session ended while subscribing")

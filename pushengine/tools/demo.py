@@ -17,7 +17,7 @@ from urllib.parse import quote
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from pushengine.changes import DELETE, UPSERT, Change
+from pushengine.core.changes import DELETE, UPSERT, Change
 
 log = Logger()
 

@@ -7,7 +7,7 @@ node never overwrites or deletes an entry another node took over. A node
 that takes a session over publishes its id on the previous owner's channel,
 ``{prefix}moved:{db}:{node id}``, and that node drops its stale copy.
 
-Connections (:mod:`pushengine.redislink`): two links, one for commands and
+Connections (:mod:`pushengine.redis.link`): two links, one for commands and
 one subscribed to this node's channel, each made again when lost, on the
 injected reactor. A command that gets no answer within ``timeout`` fails and
 drops the connection, which is then made again.
@@ -16,7 +16,7 @@ Redis down: every operation fails at once with RegistryUnavailable (nothing
 queues up); the hooks count the dropped writes and write again on the next
 poll, the resumer answers 1001 as a node without a registry does.
 
-URL: see :mod:`pushengine.redislink`.
+URL: see :mod:`pushengine.redis.link`.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from twisted.python.failure import Failure
 from pushengine.cluster.record import SessionRecord
 from pushengine.cluster.registry import MISSING, MOVED, OK, RegistryUnavailable, new_counters
 # (RedisUrl, parse_redis_url and redis_endpoint lived here first: importable from here still)
-from pushengine.redislink import RedisLink, RedisUrl, parse_redis_url, redis_endpoint
+from pushengine.redis.link import RedisLink, RedisUrl, parse_redis_url, redis_endpoint
 
 log = Logger()
 

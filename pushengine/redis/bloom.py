@@ -1,12 +1,12 @@
 """The Redis backend: every node shares the filters (SPEC section 14).
 
 On a stock Redis each command is one ``EVALSHA`` of a Lua script over
-bitmaps (:mod:`pushengine.bloom.scripts`): one round trip, atomic for every
+bitmaps (:mod:`pushengine.redis.bloom_scripts`): one round trip, atomic for every
 node. A server that has the bloom module's own ``BF.*`` commands gets those
 instead; which one it is, is found out once per connection (a ``BF.EXISTS``
 that answers, or "unknown command").
 
-The connection is a :class:`pushengine.redislink.RedisLink`: made again
+The connection is a :class:`pushengine.redis.link.RedisLink`: made again
 when lost, on the injected reactor; a command without an answer within the
 URL's ``timeout`` fails and the connection is made again. Redis down: every
 command fails at once with :class:`BloomUnavailable` (nothing queues up) and
@@ -30,8 +30,8 @@ from pushengine.bloom import errors
 from pushengine.bloom.base import CANNOT_GROW_CODE, FULL_CODE, INFO_FIELDS, BloomCommands
 from pushengine.bloom.hashing import item_hash, pack
 from pushengine.bloom.params import MAX_BYTES, FilterSpec
-from pushengine.bloom.scripts import sources
-from pushengine.redislink import RedisLink, RedisUrl
+from pushengine.redis.bloom_scripts import sources
+from pushengine.redis.link import RedisLink, RedisUrl
 
 log = Logger()
 

@@ -14,16 +14,16 @@ from twisted.logger import Logger
 from twisted.python import usage
 from twisted.web.server import Site
 
-from pushengine import metrics
-from pushengine.api import Api, method_table
-from pushengine.auth import ApiKeys, TokenVerifier
-from pushengine.engine import Engine
+from pushengine.metrics import prometheus as metrics
+from pushengine.api.methods import Api, method_table
+from pushengine.api.auth import ApiKeys, TokenVerifier
+from pushengine.app.engine import build_engine
 from pushengine.feeds.memory import MemoryFeed
-from pushengine.limits import CallRate
+from pushengine.core.limits import CallRate
 from pushengine.memcache import MemcacheClient, build_cache
-from pushengine.online import OnlineCounter
-from pushengine.rpc import Dispatcher
-from pushengine.sessions import SessionSettings
+from pushengine.memcache.online import OnlineCounter
+from pushengine.api.rpc import Dispatcher
+from pushengine.core.sessions import SessionSettings
 from pushengine.stores.memory import MemoryStore
 from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.spec import load_catalog
@@ -103,7 +103,7 @@ class Node:
         self.sources["memcache"] = self.cache
         self.store = self._store()
         self.feed = self._feed()
-        self.engine = Engine(reactor, self.catalog, self.store, SessionSettings(
+        self.engine = build_engine(reactor, self.catalog, self.store, SessionSettings(
             session_timeout=options["session-timeout"], max_timeout=options["max-timeout"],
             max_sessions=options["max-sessions"], max_subscriptions=options["max-subscriptions"],
             max_queue=options["max-queue"],
@@ -144,15 +144,15 @@ class Node:
                           options["publish-key"], options["cors-origin"],
                           self.catalog.id_fields, clients, self._streams(clients))
         if self.admin_hub is not None:
-            from pushengine.admin.page import AdminPage
+            from pushengine.web.admin import AdminPage
             self.web.admin = AdminPage()
-        from pushengine.segments.web import SegmentsResource
+        from pushengine.web.segments import SegmentsResource
         self.web.segments = SegmentsResource(self.segments, self.web, reactor,
                                              options["segment-min"])
 
     def _streams(self, clients: ClientAddresses) -> dict[bytes, Any]:
         """The streaming transports: SSE and WebSocket, one resource each."""
-        from pushengine.transports.guard import Guard
+        from pushengine.web.guard import Guard
         from pushengine.transports.sse import EventsResource
         from pushengine.transports.websocket import WebSocketResource
         options = self.options
@@ -166,7 +166,7 @@ class Node:
         """Scalable Bloom filters (SPEC section 14), in Redis with --redis
         (every node shares them), in process otherwise; and what uses them:
         the bf.* methods, stats.unique, once_per_user views."""
-        from pushengine.bloom import build_bloom
+        from pushengine.app.adapters import build_bloom
         from pushengine.bloom.methods import BloomMethods
         from pushengine.bloom.unique import UniqueHooks, UniqueUsers
         from pushengine.views.once import SeenFilter
@@ -180,7 +180,8 @@ class Node:
 
     def _presence(self) -> None:
         """Who is online in each view, shared through memcached or Redis (SPEC 16)."""
-        from pushengine.presence import Presence, build_presence_store
+        from pushengine.api.presence import Presence
+        from pushengine.app.adapters import build_presence_store
         try:
             store = build_presence_store(self.cache, self.options["node-id"], self.reactor,
                                          self.options["memcache"], self.options["redis"])
@@ -224,7 +225,7 @@ class Node:
         self.webhooks = None
         if not self.options["webhook-url"]:
             return
-        from pushengine.webhooks import WebhookHooks, WebhookSender
+        from pushengine.webhooks.sender import WebhookHooks, WebhookSender
         self.webhooks = WebhookSender(
             self._webhook_client(), self.options["webhook-url"], self.options["webhook-secret"],
             self.options["node-id"], self.reactor, max_queue=self.options["webhook-queue"])
@@ -241,7 +242,7 @@ class Node:
     def _segments(self) -> None:
         """Audience segments (SPEC section 15): in Redis with --redis, in
         process otherwise; sessions' views bound to them look them up."""
-        from pushengine.segments.store import build_segments
+        from pushengine.app.adapters import build_segments
         try:
             self.segments = build_segments(self.reactor, self.options["redis"])
         except ValueError as e:
@@ -308,7 +309,7 @@ class Node:
         """With ``--redis``: the session registry, its hooks and the resumer."""
         if not self.options["redis"]:
             return None
-        from pushengine.cluster import build_redis_cluster
+        from pushengine.app.adapters import build_redis_cluster
         try:
             cluster = build_redis_cluster(self.reactor, self.options["redis"],
                                           self.options["node-id"], self.engine, self.online)
@@ -399,7 +400,7 @@ class Node:
         if self.stats_publisher is not None:
             timer(1.0, self.stats_publisher.tick, reactor).setServiceParent(self.services)
         if options["demo"]:
-            from pushengine.demo import DemoProducer
+            from pushengine.tools.demo import DemoProducer
             producer = DemoProducer(reactor, self.feed)
             timer(1.0 / options["demo-rate"], producer.tick, reactor).setServiceParent(
                 self.services)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pushengine.auth import ApiKeys
-from pushengine.caller import Caller
+from pushengine.api.auth import ApiKeys
+from pushengine.api.caller import Caller
 from pushengine.web.clients import ClientAddresses
 
 JSON = b"application/json"

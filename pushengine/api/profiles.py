@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pushengine.changes import valid_id
-from pushengine.errors import BadParams
+from pushengine.core.changes import valid_id
+from pushengine.core.errors import BadParams
 
 PROFILE_TYPE = "User"
 MAX_IDS = 100

@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 import jwt
 
-from pushengine.errors import NotAuthorized
+from pushengine.core.errors import NotAuthorized
 
 
 class ApiKeys:

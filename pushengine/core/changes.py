@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from pushengine import strictjson
+from pushengine.core import strictjson
 
 UPSERT = "upsert"
 DELETE = "delete"

@@ -29,169 +29,44 @@ announces what it knows (its own sessions, the last figures read).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
-from typing import Any
+from typing import Any, Protocol
 
-from twisted.application import service
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from pushengine.errors import BadParams, UnknownKey
-from pushengine.events import encode_event
-from pushengine.memcache.deferreds import as_deferred
-from pushengine.memcache.errors import KeyExists, NotFound
-from pushengine.redislink import RedisLink
-from pushengine.rpc import Method
+from pushengine.core.errors import BadParams, UnknownKey
+from pushengine.core.events import encode_event
+from pushengine.api.rpc import Method
 
 log = Logger()
 JOIN, LEAVE = "join", "leave"
 
 
-class PresenceStore:
-    """Each node's members of each room, in the cache."""
+class RoomStore(Protocol):
+    """Where every node keeps its members of each room: the memcached-style
+    cache (``pushengine.memcache.presence``) or Redis
+    (``pushengine.redis.presence``)."""
 
-    def __init__(self, cache: Any, node_id: str, clock: IReactorTime, ttl: float = 30.0,
-                 prefix: str = "pe:presence:") -> None:
-        self.cache = cache
-        self.node_id = node_id
-        self.clock = clock
-        self.ttl = ttl
-        self.prefix = prefix
-        self.writes = self.reads = self.errors = 0
+    writes: int
+    reads: int
+    errors: int
 
-    def key(self, room: str) -> str:
-        return self.prefix + hashlib.sha1(room.encode("utf-8")).hexdigest()
-
-    def _fresh(self, value: bytes | None) -> dict[str, list]:
-        if value is None:
-            return {}
-        try:
-            entries = json.loads(value)
-        except ValueError:
-            return {}
-        oldest = self.clock.seconds() - self.ttl
-        return {node: entry for node, entry in entries.items()
-                if isinstance(entry, list) and len(entry) == 2 and entry[0] >= oldest}
-
-    @as_deferred
-    async def write(self, room: str, users: list) -> None:
+    def write(self, room: str, users: list) -> Deferred:
         """Set this node's members of ``room`` (none: remove its entry)."""
-        key, expire = self.key(room), int(self.ttl * 2) + 1
-        self.writes += 1
-        for _ in range(10):
-            found = await self.cache.gets(key)
-            if found is None:
-                if not users:
-                    return
-                value = {self.node_id: [self.clock.seconds(), users]}
-                try:
-                    await self.cache.add(key, _encode(value), expire)
-                    return
-                except KeyExists:
-                    continue
-            entries = self._fresh(found[0])
-            if users:
-                entries[self.node_id] = [self.clock.seconds(), users]
-            else:
-                entries.pop(self.node_id, None)
-            try:
-                await self.cache.cas(key, _encode(entries), found[1], expire)
-                return
-            except (KeyExists, NotFound):
-                continue
-        raise RuntimeError(f"presence of {room[:100]!r}: too many concurrent writes")
 
     def read(self, room: str) -> Deferred:
         """Fire with ``{node: [users]}`` of the fresh entries of ``room``."""
-        self.reads += 1
-        d = self.cache.get(self.key(room))
-        return d.addCallback(lambda v: {n: e[1] for n, e in self._fresh(v).items()})
-
-
-class RedisPresenceStore(service.MultiService):
-    """Each node's members of each room in Redis (``--redis`` without
-    ``--memcache``): one hash per room, ``{prefix}presence:{sha1}``, whose
-    field per node holds ``[time, [users]]``. A node writes only its own
-    field (HSET, or HDEL when it has nobody there), so no compare-and-set is
-    needed; the hash expires ``2 * ttl`` after the last write. The
-    connection is a :class:`pushengine.redislink.RedisLink`; Redis down:
-    reads and writes fail at once (the Presence class then answers what
-    this node knows)."""
-
-    kind = "redis"
-
-    def __init__(self, reactor: Any, url: Any, node_id: str, ttl: float = 30.0,
-                 endpoint: Any = None) -> None:
-        super().__init__()
-        self.clock = reactor
-        self.link = RedisLink(reactor, url, PresenceUnavailable, endpoint=endpoint)
-        self.link.setServiceParent(self)         # starts and stops with the store
-        self.url = self.link.url
-        self.node_id = node_id
-        self.ttl = ttl
-        self.prefix = f"{self.url.prefix}presence:"
-        self.writes = self.reads = self.errors = 0
-
-    def whenReady(self) -> Deferred:
-        """Fires once connected (tests)."""
-        return self.link.whenReady()
-
-    def _send(self, *args: Any) -> Deferred:
-        return self.link.send(*args)
-
-    def key(self, room: str) -> str:
-        return self.prefix + hashlib.sha1(room.encode("utf-8")).hexdigest()
-
-    def write(self, room: str, users: list) -> Deferred:
-        """Set this node's members of ``room`` (none: remove its field)."""
-        self.writes += 1
-        key = self.key(room)
-        if not users:
-            return self._send("HDEL", key, self.node_id).addCallback(lambda _: None)
-        value = _encode([self.clock.seconds(), users]).decode("utf-8")
-        d = self._send("HSET", key, self.node_id, value)
-        d.addCallback(lambda _: self._send("PEXPIRE", key, int(self.ttl * 2000) + 1000))
-        return d.addCallback(lambda _: None)
-
-    def read(self, room: str) -> Deferred:
-        """Fire with ``{node: [users]}`` of the fresh fields of ``room``."""
-        self.reads += 1
-
-        def fresh(flat: Any) -> dict[str, list]:
-            pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2])
-            oldest = self.clock.seconds() - self.ttl
-            out = {}
-            for node, raw in pairs:
-                try:
-                    when, users = json.loads(raw)
-                except (TypeError, ValueError):
-                    continue
-                if isinstance(when, (int, float)) and when >= oldest and isinstance(users, list):
-                    out[str(node)] = users
-            return out
-        return self._send("HGETALL", self.key(room)).addCallback(fresh)
-
-    def health(self) -> dict[str, Any]:
-        return {"kind": "redis", "up": self.link.connected, "error": self.link.error}
 
 
 class PresenceUnavailable(Exception):
     """Presence cannot reach its store (Redis down)."""
 
 
-def build_presence_store(cache: Any, node_id: str, clock: IReactorTime,
-                         memcache: str | None = None, redis: str | None = None) -> Any:
-    """Where presence lives: memcached with ``--memcache``, else Redis with
-    ``--redis``, else the in-process cache (one node)."""
-    if redis and not memcache:
-        return RedisPresenceStore(clock, redis, node_id)
-    return PresenceStore(cache, node_id, clock)
-
-
-def _encode(value: Any) -> bytes:
+def encode_entry(value: Any) -> bytes:
+    """A room entry as compact UTF-8 JSON (the form every store keeps)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
@@ -202,7 +77,7 @@ class Presence:
 
     counter_names = ("joins", "leaves", "errors")
 
-    def __init__(self, engine: Any, store: PresenceStore, clock: IReactorTime,
+    def __init__(self, engine: Any, store: RoomStore, clock: IReactorTime,
                  heartbeat: float = 10.0, with_session: Any = None) -> None:
         """``with_session(sid, then)``: ``then(session)`` for a session this
         node holds or resumes from the cluster registry (``Api._with_session``)."""

@@ -1,0 +1,1 @@
+"""The Prometheus adapter: ``/metrics`` in the text format (prometheus_client)."""

@@ -1,0 +1,1 @@
+"""The webhook adapter: a signed POST to the backend per session event."""
