@@ -55,6 +55,8 @@ class RetryPolicy:
         ``elapsed``: seconds since the first send; ``rand`` in [0, 1)."""
         if not error.retryable or attempt >= self.attempts:
             return None
+        if error.status is not None and 400 <= error.status < 500 and error.status != 429:
+            return None         # whatever its body says, a 4xx but 429 is not retried
         if error.retry_after is not None:
             wait = max(error.retry_after, 0.0)
         else:
