@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from pushengine.client.api import Api
@@ -88,7 +88,7 @@ class SyncClient(Api):
                 else:
                     step = steps.send(self._send(step.request))
         except StopIteration as done:
-            return done.value       # type: ignore[no-any-return]
+            return cast(T, done.value)
         finally:
             steps.close()
 

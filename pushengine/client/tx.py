@@ -19,7 +19,7 @@ from twisted.internet.error import ConnectError, ConnectionClosed, DNSLookupErro
 from twisted.internet.interfaces import IDelayedCall
 from twisted.internet.task import Cooperator, CooperativeTask, TaskFinished, TaskStopped
 from twisted.python.failure import Failure
-from twisted.web.client import (  # type: ignore[attr-defined]
+from twisted.web.client import (
     RequestGenerationFailed, RequestNotSent, RequestTransmissionFailed, ResponseFailed,
     ResponseNeverReceived)
 from twisted.web.http_headers import Headers
@@ -181,7 +181,7 @@ class TwistedClient(Api):
                 else:
                     step = steps.send(await self._send(step.request))
         except StopIteration as done:
-            return done.value       # type: ignore[no-any-return]
+            return cast(T, done.value)
         finally:
             steps.close()
 
