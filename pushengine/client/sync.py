@@ -124,12 +124,11 @@ class SyncClient(Api):
         for last in (False, True):
             conn = self._connection()
             reused = conn.sock is not None
-            conn.timeout = request.timeout
             try:
-                if reused:
-                    conn.sock.settimeout(request.timeout)
-                else:
+                if not reused:
+                    conn.timeout = self.calls.timeout       # to connect
                     conn.connect()
+                conn.sock.settimeout(request.timeout)       # to send and to wait for the answer
             except OSError as e:
                 self.close()
                 return Unavailable(f"cannot connect to {self._where}: {_describe(e)}")
