@@ -61,6 +61,7 @@ class FakeNode:
         self.answers = list(answers)
         self.respond = respond
         self.seen: list[Seen] = []
+        self.connections = 0             # accepted by the loopback server
         self.lock = threading.Lock()
 
     def answer(self, seen: Seen) -> Answer:
@@ -99,6 +100,11 @@ class FakeNode:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with node.lock:
+                    node.connections += 1
 
             def _body(self) -> bytes:
                 if self.headers.get("transfer-encoding", "").lower() == "chunked":

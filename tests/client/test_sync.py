@@ -39,6 +39,7 @@ def test_calls_answer_their_results_on_one_kept_connection():
         assert c.delete_many("Stream", [1, 2]) == 2
         c.close()
     assert [s.path for s in node.seen] == ["/api/jsonrpc", "/api/jsonrpc", "/api/publish"]
+    assert node.connections == 1
     assert node.seen[1].json()["params"] == ["admin-key-0123456"]
     assert all(s.headers["authorization"] == "Bearer pk" for s in node.seen)
 
@@ -84,7 +85,7 @@ def test_a_kept_connection_the_node_closed_is_replaced_without_a_retry():
         c = client(url, time)
         assert c.upsert("A", {"id": 1}) == 1
         assert c.upsert("A", {"id": 2}) == 1      # on a new connection, sent once
-    assert len(node.seen) == 2 and time.slept == []
+    assert len(node.seen) == 2 and time.slept == [] and node.connections == 2
 
 
 def test_uploads_are_streamed_with_progress_sized_or_chunked(tmp_path):
