@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pushengine.client import SyncClient
-from tests.browser.conftest import SCREENSHOTS, browser, engine, page  # noqa: F401 (fixtures)
+from tests.browser.conftest import SCREENSHOTS
 from tests.e2e.conftest import start
 
 pytestmark = [pytest.mark.service, pytest.mark.e2e]
