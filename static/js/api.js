@@ -183,6 +183,7 @@ export class Api {
    * @returns {Deferred<R>}
    */
   call(method, params = [], { session = null, timeout = this.timeout, keepalive = false, signal = null } = {}) {
+    if (signal?.aborted) return abortable(new Deferred(), signal); // nothing is sent
     const channel = this.channel;
     if (channel && channel.accepts(method, { session, keepalive })) {
       return abortable(/** @type {Deferred<R>} */ (channel.call(method, params, { timeout })), signal);

@@ -152,6 +152,7 @@ export class Session extends Emitter {
    * @returns {Deferred<string>}
    */
   open({ signal = null } = {}) {
+    if (signal?.aborted) return abortable(new Deferred(), signal);
     if (this.destroyed) return fail(new SessionDestroyedError());
     if (this.sid) return abortable(succeed(this.sid), signal);
     if (!this._opening) {
