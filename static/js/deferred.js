@@ -107,9 +107,9 @@ export class Failure {
 
   /**
    * The first of `types` (classes or error names) that matches, else null.
-   * @template {ErrorMatch} M
-   * @param {...M} types
-   * @returns {M | null}
+   * @template {ErrorMatch[]} M
+   * @param {M} types
+   * @returns {M[number] | null}
    */
   check(...types) {
     for (const t of types) {
@@ -124,9 +124,9 @@ export class Failure {
 
   /**
    * Like check, but re-raises this failure when nothing matches.
-   * @template {ErrorMatch} M
-   * @param {...M} types
-   * @returns {M}
+   * @template {ErrorMatch[]} M
+   * @param {M} types
+   * @returns {M[number]}
    */
   trap(...types) {
     const found = this.check(...types);

@@ -109,18 +109,18 @@ export class Failure {
     get type(): Function | null;
     /**
      * The first of `types` (classes or error names) that matches, else null.
-     * @template {ErrorMatch} M
-     * @param {...M} types
-     * @returns {M | null}
+     * @template {ErrorMatch[]} M
+     * @param {M} types
+     * @returns {M[number] | null}
      */
-    check<M extends ErrorMatch>(...types: M[]): M | null;
+    check<M extends ErrorMatch[]>(...types: M): M[number] | null;
     /**
      * Like check, but re-raises this failure when nothing matches.
-     * @template {ErrorMatch} M
-     * @param {...M} types
-     * @returns {M}
+     * @template {ErrorMatch[]} M
+     * @param {M} types
+     * @returns {M[number]}
      */
-    trap<M extends ErrorMatch>(...types: M[]): M;
+    trap<M extends ErrorMatch[]>(...types: M): M[number];
     /** The error's message (or the value as text). */
     getErrorMessage(): string;
     /** @returns {string | undefined} */
