@@ -1,32 +1,20 @@
 // Every call and wait is await-able and cancelled by an AbortSignal: the
 // Deferred's own cancel, the fetch aborted, the socket's pending call dropped.
-import { test, beforeEach, afterEach } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 
 import { Deferred, CancelledError, TimeoutError, abortable, succeed } from "../../static/js/deferred.js";
 import { Api } from "../../static/js/api.js";
 import { Session } from "../../static/js/session.js";
-import { Events, EventsStoppedError, forgetUnusableTransports } from "../../static/js/events.js";
+import { Events, EventsStoppedError } from "../../static/js/events.js";
 import { SUBPROTOCOL } from "../../static/js/transport-ws.js";
 import { View } from "../../static/js/view.js";
 import { ViewList } from "../../static/js/viewlist.js";
 import { FakeEngine, settle } from "./fakeengine.mjs";
 import { fakeNetwork } from "./fakestreams.mjs";
+import { eventsHooks } from "./eventshooks.mjs";
 
-let savedHook;
-let unhandled;
-const running = [];
-beforeEach(() => {
-  unhandled = [];
-  savedHook = Deferred.onUnhandledError;
-  Deferred.onUnhandledError = (f) => unhandled.push(f);
-  forgetUnusableTransports();
-});
-afterEach(() => {
-  for (const e of running.splice(0)) e.stop();
-  Deferred.onUnhandledError = savedHook;
-  assert.deepEqual(unhandled, [], "no unhandled errors");
-});
+const running = eventsHooks();
 
 const LIVE = "stream.subscribe_public_live";
 const isCancelled = (reason) => (e) => {
