@@ -20,7 +20,11 @@ function initialState() {
 
 let enabled = initialState();
 
-/** Turn debug output on or off; `persist` keeps the choice in localStorage. */
+/**
+ * Turn debug output on or off; `persist` keeps the choice in localStorage.
+ * @param {boolean} on
+ * @param {boolean} [persist]
+ */
 export function setDebug(on, persist = false) {
   enabled = Boolean(on);
   if (persist) {
@@ -31,11 +35,16 @@ export function setDebug(on, persist = false) {
   }
 }
 
+/** Whether debug output is on. */
 export function isDebug() {
   return enabled;
 }
 
-/** A function that logs `[pushengine:name] ...` when debug is on. */
+/**
+ * A function that logs `[pushengine:name] ...` when debug is on.
+ * @param {string} name
+ * @returns {(...args: unknown[]) => void}
+ */
 export function logger(name) {
   const prefix = `[pushengine:${name}]`;
   return (...args) => {

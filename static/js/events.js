@@ -11,6 +11,13 @@
 //   events.on("state", (state, info) => ...);  // connecting|connected|retrying|stopped
 //   events.on("transport", (name) => ...);     // "ws" | "sse" | "longpoll"
 //   events.start();
+//   await events.connected({ signal });         // a Deferred: the transport works
+//   const ev = await events.next({ key });      // the next event (of a key)
+//   for await (const ev of events.iterate({ signal })) ...
+//
+// Outside a browser, give the WebSocket and EventSource classes (in Node 20:
+// the `ws` and `eventsource` packages): `new Events(session, { WebSocket,
+// EventSource })`; without them only long-polling is used.
 //
 // Automatic choice: WebSocket, then SSE, then long-polling. A transport that
 // fails before it ever worked (the socket does not open, or closes before the
@@ -21,9 +28,10 @@
 // given up. A transport the environment lacks (no WebSocket, no EventSource,
 // an Api without a URL) is skipped.
 
+import { Deferred, abortable } from "./deferred.js";
 import { Emitter } from "./emitter.js";
 import { logger } from "./debug.js";
-import { Dispatcher, backoffDelay } from "./transport.js";
+import { Dispatcher, Transport, backoffDelay } from "./transport.js";
 import { LongPollTransport } from "./transport-longpoll.js";
 import { SseTransport } from "./transport-sse.js";
 import { WsTransport } from "./transport-ws.js";
@@ -32,18 +40,81 @@ export { backoffDelay };
 
 const log = logger("events");
 
+/** @typedef {import("./session.js").Session} Session */
+/** @typedef {import("./api.js").PushEvent} PushEvent */
+/** @typedef {import("./transport.js").ConnectionState} ConnectionState */
+/** @typedef {import("./transport.js").StateInfo} StateInfo */
+/** @typedef {import("./transport.js").TransportError} TransportError */
+/** @typedef {import("./transport-ws.js").WsOptions} WsOptions */
+/** @typedef {import("./transport-sse.js").SseOptions} SseOptions */
+/** @typedef {import("./transport-longpoll.js").LongPollOptions} LongPollOptions */
+
+/**
+ * A transport's name.
+ * @typedef {"ws" | "sse" | "longpoll"} TransportName
+ */
+
+/**
+ * A transport class: what Events makes a transport with.
+ * @typedef {{new (session: Session, dispatcher: Dispatcher, options: object): Transport,
+ *   available?: (session: Session, options: object) => boolean}} TransportClass
+ */
+
+/**
+ * The options of Events.
+ * @typedef {object} EventsOptions
+ * @property {TransportName | "auto" | null} [transport]  "auto" (default), "ws", "sse" or "longpoll"
+ * @property {number} [timeout]    seconds the engine may hold a long-poll
+ * @property {number} [base]       first back-off in ms
+ * @property {number} [max]        longest back-off in ms
+ * @property {() => number} [random]  jitter source (tests)
+ * @property {boolean} [remember]  remember failed transports for the page's life (default true)
+ * @property {import("./transport-ws.js").WebSocketConstructor} [WebSocket]  the WebSocket class (Node: the `ws` package); also `ws.WebSocket`
+ * @property {import("./transport-sse.js").EventSourceConstructor} [EventSource]  the EventSource class (Node: the `eventsource` package); also `sse.EventSource`
+ * @property {WsOptions} [ws]            options of WsTransport (url, WebSocket, rpc, offerSubprotocol, openTimeout, attachTimeout)
+ * @property {SseOptions} [sse]          options of SseTransport (url, EventSource, fetch, probeTimeout)
+ * @property {LongPollOptions} [longpoll]  options of LongPollTransport (timeout)
+ * @property {Partial<Record<TransportName, TransportClass>> | null} [transports]  classes by name instead of the built-in ones (tests)
+ */
+
+/**
+ * What Events emits.
+ * @typedef {object} EventsEvents
+ * @property {[state: ConnectionState, info: StateInfo]} state
+ * @property {[name: TransportName]} transport    the transport chosen
+ * @property {[from: TransportName, to: TransportName, error: TransportError]} fallback
+ * @property {[event: PushEvent]} event          every event delivered
+ */
+
+/**
+ * The wait methods' options: an AbortSignal, and a timeout in ms (0: none).
+ * @typedef {{signal?: AbortSignal | null, timeout?: number}} WaitOptions
+ */
+
 /** The transports in the order of the automatic choice. */
-export const TRANSPORTS = Object.freeze(["ws", "sse", "longpoll"]);
+export const TRANSPORTS = /** @type {readonly TransportName[]} */ (Object.freeze(["ws", "sse", "longpoll"]));
 
 /** Human names, for a status line. */
 export const TRANSPORT_NAMES = Object.freeze({ ws: "WebSocket", sse: "Server-Sent Events", longpoll: "long-polling" });
 
+/** @type {Record<TransportName, TransportClass>} */
 const CLASSES = { ws: WsTransport, sse: SseTransport, longpoll: LongPollTransport };
 
-// Transports that failed on this page: the automatic choice skips them.
+/** Transports that failed on this page: the automatic choice skips them. @type {Set<TransportName>} */
 const unusable = new Set();
 
-/** The transports given up on this page (automatic choice). */
+/** The Events stopped (stop(), or the session was destroyed) while something waited. */
+export class EventsStoppedError extends Error {
+  constructor() {
+    super("the events stopped");
+    this.name = "EventsStoppedError";
+  }
+}
+
+/**
+ * The transports given up on this page (automatic choice).
+ * @returns {TransportName[]}
+ */
 export function unusableTransports() {
   return [...unusable];
 }
@@ -56,6 +127,8 @@ export function forgetUnusableTransports() {
 /**
  * A transport option from text ("ws", "sse", "longpoll", "auto"; also
  * "websocket", "eventsource", "long-poll", "poll"); anything else: "auto".
+ * @param {unknown} text
+ * @returns {TransportName | "auto"}
  */
 export function parseTransport(text) {
   const t = String(text ?? "").trim().toLowerCase().replace(/[-_ ]/g, "");
@@ -65,46 +138,54 @@ export function parseTransport(text) {
   return "auto";
 }
 
+/**
+ * A session's events over the best transport that works here.
+ * @extends {Emitter<EventsEvents & import("./emitter.js").EventMap>}
+ */
 export class Events extends Emitter {
   /**
    * @param {Session} session
-   * @param {object} [options]
-   * @param {string} [options.transport]  "auto" (default), "ws", "sse" or "longpoll"
-   * @param {number} [options.timeout]    seconds the engine may hold a long-poll
-   * @param {number} [options.base]       first back-off in ms
-   * @param {number} [options.max]        longest back-off in ms
-   * @param {Function} [options.random]   jitter source (tests)
-   * @param {boolean} [options.remember]  remember failed transports for the page's life (default true)
-   * @param {object} [options.ws]         options of WsTransport (url, WebSocket, rpc, openTimeout, attachTimeout)
-   * @param {object} [options.sse]        options of SseTransport (url, EventSource, fetch, probeTimeout)
-   * @param {object} [options.transports] classes by name instead of the built-in ones (tests)
+   * @param {EventsOptions} [options]
    */
   constructor(session, {
     transport = "auto", timeout = 30, base = 500, max = 30000, random = Math.random, remember = true,
-    ws = {}, sse = {}, longpoll = {}, transports = null,
+    WebSocket = undefined, EventSource = undefined, ws = {}, sse = {}, longpoll = {}, transports = null,
   } = {}) {
     super();
     this.session = session;
+    /** @type {TransportName | "auto"} */
     this.mode = transport === "auto" || transport == null ? "auto" : parseTransport(transport);
     if (this.mode === "auto" && transport != null && transport !== "auto") {
       throw new TypeError(`unknown transport ${JSON.stringify(transport)}: use "ws", "sse", "longpoll" or "auto"`);
     }
     this.remember = remember;
     this.common = { base, max, random };
-    this.options = { ws, sse, longpoll: { timeout, ...longpoll } };
+    /** @type {{ws: WsOptions, sse: SseOptions, longpoll: LongPollOptions}} */
+    this.options = {
+      ws: WebSocket ? { WebSocket, ...ws } : ws,
+      sse: EventSource ? { EventSource, ...sse } : sse,
+      longpoll: { timeout, ...longpoll },
+    };
+    /** @type {Record<TransportName, TransportClass>} */
     this.classes = { ...CLASSES, ...(transports ?? {}) };
     this.dispatcher = new Dispatcher(session);
     this.dispatcher.on("event", (ev) => this.emit("event", ev));
-    this.current = null; // the transport in use
-    this.given = []; // [name, error] given up, in order
+    /** The transport in use. @type {Transport | null} */
+    this.current = null;
+    /** [name, error] given up, in order. @type {[TransportName, TransportError][]} */
+    this.given = [];
     this.running = false;
+    /** @type {ConnectionState} */
     this.state = "stopped";
     session.on("destroyed", () => this.stop());
   }
 
-  /** The name of the transport in use ("ws", "sse", "longpoll"), or null. */
+  /**
+   * The name of the transport in use ("ws", "sse", "longpoll"), or null.
+   * @returns {TransportName | null}
+   */
   get transport() {
-    return this.current?.name ?? null;
+    return /** @type {TransportName | null} */ (this.current?.name ?? null);
   }
 
   /** The last seq processed in the current session. */
@@ -121,7 +202,10 @@ export class Events extends Emitter {
     return this.current?.failures ?? 0;
   }
 
-  /** The transports to try, in order. */
+  /**
+   * The transports to try, in order.
+   * @returns {TransportName[]}
+   */
   candidates() {
     if (this.mode !== "auto") return [this.mode];
     return TRANSPORTS.filter((name) => {
@@ -132,17 +216,24 @@ export class Events extends Emitter {
     });
   }
 
+  /**
+   * Start bringing the events (the first transport, or the one stopped).
+   * Returns this Events; `await events.connected()` waits for the transport.
+   * @returns {this}
+   */
   start() {
-    if (this.running || this.session.destroyed) return;
+    if (this.running || this.session.destroyed) return this;
     this.running = true;
     this._setState("connecting");
     if (this.current) {
       this.current.start();
-      return;
+      return this;
     }
     this._use(this.candidates()[0] ?? "longpoll");
+    return this;
   }
 
+  /** Stop (the waits in progress fail with EventsStoppedError); start() goes on after the last seq. */
   stop() {
     if (!this.running) return;
     this.running = false;
@@ -150,11 +241,147 @@ export class Events extends Emitter {
     this._setState("stopped");
   }
 
-  /** Deliver a list of events to the subscriptions' handlers (as the transports do). */
+  /**
+   * Deliver a list of events to the subscriptions' handlers (as the transports do).
+   * @param {unknown[]} events
+   */
   dispatch(events) {
     this.dispatcher.dispatch(events);
   }
 
+  // -- waits: Deferreds for what is to come ---------------------------------------
+
+  /**
+   * A Deferred that fires with the transport's name once the events are
+   * connected (at once when they are). Fails with EventsStoppedError when
+   * they stop first, CancelledError when `signal` aborts, TimeoutError after
+   * `timeout` ms.
+   * @param {WaitOptions} [options]
+   * @returns {Deferred<TransportName>}
+   */
+  connected({ signal = null, timeout = 0 } = {}) {
+    return this._wait((resolve, reject) => this.on("state", (state) => {
+      if (state === "connected") resolve(/** @type {TransportName} */ (this.transport));
+      else if (state === "stopped") reject(new EventsStoppedError());
+    }), this.state === "connected" ? () => /** @type {TransportName} */ (this.transport) : null, { signal, timeout });
+  }
+
+  /**
+   * A Deferred for the next event delivered (of subscription `key`, and
+   * passing `filter`, when given). Fails as connected() does.
+   * @param {{key?: string | null, filter?: ((event: PushEvent) => boolean) | null} & WaitOptions} [options]
+   * @returns {Deferred<PushEvent>}
+   */
+  next({ key = null, filter = null, signal = null, timeout = 0 } = {}) {
+    return this._wait((resolve, reject) => {
+      const offEvent = this.on("event", (ev) => {
+        if ((key === null || ev.key === key) && (filter === null || filter(ev))) resolve(ev);
+      });
+      const offState = this.on("state", (state) => {
+        if (state === "stopped") reject(new EventsStoppedError());
+      });
+      return () => { offEvent(); offState(); };
+    }, null, { signal, timeout });
+  }
+
+  /**
+   * The events delivered from now on (of subscription `key`, when given), as
+   * an async iterator: `for await (const ev of events.iterate({ signal }))`.
+   * The iteration ends when `signal` aborts, when the events stop, or on
+   * `break`; events that come while the loop body runs are kept for it.
+   * @param {{key?: string | null, signal?: AbortSignal | null}} [options]
+   * @returns {AsyncIterableIterator<PushEvent>}
+   */
+  iterate({ key = null, signal = null } = {}) {
+    /** @type {PushEvent[]} */
+    const buffered = [];
+    /** @type {((r: IteratorResult<PushEvent, undefined>) => void) | null} */
+    let waiting = null;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      offEvent();
+      offState();
+      signal?.removeEventListener("abort", finish);
+      buffered.length = 0;
+      const w = waiting;
+      waiting = null;
+      w?.({ value: undefined, done: true });
+    };
+    const offEvent = this.on("event", (ev) => {
+      if (key !== null && ev.key !== key) return;
+      const w = waiting;
+      if (w) {
+        waiting = null;
+        w({ value: ev, done: false });
+      } else {
+        buffered.push(ev);
+      }
+    });
+    const offState = this.on("state", (state) => {
+      if (state === "stopped") finish();
+    });
+    if (signal?.aborted) finish();
+    else signal?.addEventListener("abort", finish, { once: true });
+    /** @type {AsyncIterableIterator<PushEvent>} */
+    const iterator = {
+      next() {
+        const ev = buffered.shift();
+        if (ev !== undefined) return Promise.resolve({ value: ev, done: false });
+        if (done) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => { waiting = resolve; });
+      },
+      return() {
+        finish();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+      [Symbol.asyncIterator]() {
+        return iterator;
+      },
+    };
+    return iterator;
+  }
+
+  /**
+   * Every event delivered from now on: `for await (const ev of events)`.
+   * @returns {AsyncIterableIterator<PushEvent>}
+   */
+  [Symbol.asyncIterator]() {
+    return this.iterate();
+  }
+
+  /**
+   * A Deferred settled by `listen(resolve, reject)` (which returns a function
+   * that stops listening), or at once by `now()` when given.
+   * @private
+   * @template T
+   * @param {(resolve: (value: T) => void, reject: (error: unknown) => void) => () => void} listen
+   * @param {(() => T) | null} now
+   * @param {WaitOptions} options
+   * @returns {Deferred<T>}
+   */
+  _wait(listen, now, { signal = null, timeout = 0 }) {
+    /** @type {(() => void) | null} */
+    let off = null;
+    /** @type {Deferred<T>} */
+    const d = new Deferred(() => off?.());
+    if (now) {
+      d.callback(now());
+      return d;
+    }
+    off = listen(
+      (value) => { off?.(); if (!d.called) d.callback(value); },
+      (error) => { off?.(); if (!d.called) d.errback(error); },
+    );
+    if (timeout) d.addTimeout(timeout);
+    return abortable(d, signal);
+  }
+
+  /**
+   * @private
+   * @param {TransportName} name
+   */
   _use(name) {
     const auto = this.mode === "auto";
     const fallback = auto && name !== "longpoll";
@@ -167,13 +394,13 @@ export class Events extends Emitter {
       if (this.current !== t || !this.running || state === "stopped") return;
       this._setState(state, info);
     });
-    t.on("unusable", (error) => {
+    t.on("unusable", (/** @type {TransportError} */ error) => {
       if (this.current !== t) return;
       this.given.push([name, error]);
       if (this.remember) unusable.add(name);
       t.dispose();
       const next = this.candidates()[0] ?? "longpoll";
-      log(`${name} does not work here (${error?.message ?? error}); trying ${next}`);
+      log(`${name} does not work here (${error.message}); trying ${next}`);
       this.emit("fallback", name, next, error);
       if (!this.running) {
         this.current = null;
@@ -186,6 +413,11 @@ export class Events extends Emitter {
     if (this.running) t.start();
   }
 
+  /**
+   * @private
+   * @param {ConnectionState} state
+   * @param {StateInfo} [info]
+   */
   _setState(state, info = {}) {
     if (state === this.state && state !== "retrying") return;
     this.state = state;

@@ -12,20 +12,32 @@ import { ErrorCode, RpcError } from "./api.js";
 import { SessionDestroyedError } from "./session.js";
 import { Transport } from "./transport.js";
 
+/** @typedef {import("./session.js").Session} Session */
+/** @typedef {import("./transport.js").Dispatcher} Dispatcher */
+
+/**
+ * The options of LongPollTransport: those of Transport, and `timeout`,
+ * the seconds the engine may hold a poll (get_events timeout).
+ * @typedef {import("./transport.js").TransportOptions & {timeout?: number}} LongPollOptions
+ */
+
+/** The `session.get_events` loop with `ack`. */
 export class LongPollTransport extends Transport {
   /**
    * @param {Session} session
    * @param {Dispatcher} dispatcher
-   * @param {object} [options]  those of Transport, and
-   * @param {number} [options.timeout]  seconds the engine may hold a poll (get_events timeout)
+   * @param {LongPollOptions} [options]
    */
   constructor(session, dispatcher, { timeout = 30, ...options } = {}) {
     super(session, dispatcher, options);
     this.timeout = timeout;
+    /** @private @type {import("./deferred.js").Deferred<unknown[]> | null} */
     this._inflight = null;
-    this._probe = false; // after a failure, first a poll that answers at once
+    /** @private after a failure, first a poll that answers at once */
+    this._probe = false;
   }
 
+  /** @returns {"longpoll"} */
   get name() {
     return "longpoll";
   }
@@ -35,15 +47,18 @@ export class LongPollTransport extends Transport {
     super.start();
   }
 
+  /** @protected */
   _end() {
     const inflight = this._inflight;
     this._inflight = null;
     if (inflight) inflight.cancel();
   }
 
+  /** @protected */
   _begin() {
     if (!this.running || this._inflight) return;
     let started = 0;
+    /** @type {number | null} */
     let generation = null;
     const wasLong = !this._probe;
     const d = this.session.open().addCallback(() => {
@@ -55,7 +70,7 @@ export class LongPollTransport extends Transport {
         timeout: (timeout + 15) * 1000,
       }).addCallback((events) => {
         this._probe = false;
-        return events;
+        return Array.isArray(events) ? /** @type {unknown[]} */ (events) : [];
       });
     });
     this._inflight = d;
@@ -79,7 +94,7 @@ export class LongPollTransport extends Transport {
           return undefined;
         }
         this._probe = true;
-        if (f.check(RpcError) && f.value.code === ErrorCode.UNKNOWN_SESSION) {
+        if (f.check(RpcError) && /** @type {RpcError} */ (f.value).code === ErrorCode.UNKNOWN_SESSION) {
           // session.call already forgot the session; the next poll restores it.
           this._setState("connecting");
           this._schedule(0);

@@ -14,23 +14,53 @@
 // session.js makes a new one, and the stream follows it. Anything else before
 // the stream ever opened on this page means streams do not get through here:
 // the automatic choice falls back to long-polling.
+//
+// Outside a browser, pass an EventSource class (the `eventsource` package in
+// Node): `new Events(session, { EventSource })`.
 
 import { Deferred, CancelledError } from "./deferred.js";
 import { ErrorCode } from "./api.js";
 import { SessionDestroyedError } from "./session.js";
 import { Transport, TransportError, apiBase, withQuery } from "./transport.js";
 
+/** @typedef {import("./session.js").Session} Session */
+/** @typedef {import("./transport.js").Dispatcher} Dispatcher */
+/** @typedef {import("./api.js").FetchLike} FetchLike */
+
 const CLOSED = 2;
 
+/**
+ * What the client uses of an EventSource: the browser's, or one from npm in
+ * Node (the `eventsource` package). The handlers are only ever set.
+ * @typedef {object} EventSourceLike
+ * @property {number} readyState  0 connecting, 1 open, 2 closed
+ * @property {() => void} close
+ * @property {unknown} onopen
+ * @property {unknown} onmessage
+ * @property {unknown} onerror
+ */
+
+/**
+ * An EventSource class.
+ * @typedef {new (url: string) => EventSourceLike} EventSourceConstructor
+ */
+
+/**
+ * The options of SseTransport: those of Transport, and
+ * @typedef {object} SseExtras
+ * @property {string | null} [url]        the events endpoint (default: beside the Api's URL, "/api/events")
+ * @property {EventSourceConstructor} [EventSource]  the EventSource class (default: the global one)
+ * @property {FetchLike} [fetch]          fetch, to read why a stream was refused
+ * @property {number} [probeTimeout]      ms for that
+ */
+/** @typedef {import("./transport.js").TransportOptions & SseExtras} SseOptions */
+
+/** Server-Sent Events (`GET /api/events`) through an EventSource. */
 export class SseTransport extends Transport {
   /**
    * @param {Session} session
    * @param {Dispatcher} dispatcher
-   * @param {object} [options]  those of Transport, and
-   * @param {string} [options.url]          the events endpoint (default: beside the Api's URL, "/api/events")
-   * @param {Function} [options.EventSource] the EventSource class (tests inject one)
-   * @param {Function} [options.fetch]      fetch, to read why a stream was refused
-   * @param {number} [options.probeTimeout] ms for that
+   * @param {SseOptions} [options]
    */
   constructor(session, dispatcher, {
     url = null, EventSource = globalThis.EventSource, fetch = undefined, probeTimeout = 10000, ...options
@@ -38,11 +68,16 @@ export class SseTransport extends Transport {
     super(session, dispatcher, options);
     this.url = url ?? `${apiBase(session.api?.url)}events`;
     this.EventSource = EventSource;
-    this._fetch = fetch ?? ((...args) => globalThis.fetch(...args));
+    /** @private @type {FetchLike} */
+    this._fetch = fetch ?? ((u, init) => globalThis.fetch(u, init));
     this.probeTimeout = probeTimeout;
-    this.source = null; // the open EventSource
-    this.sid = null; // the session it carries
+    /** The open EventSource. @type {EventSourceLike | null} */
+    this.source = null;
+    /** The session it carries. @type {string | null} */
+    this.sid = null;
+    /** @private @type {Deferred<string> | null} */
     this._opening = null;
+    /** @private @type {Deferred<{status: number, code: unknown, error?: unknown}> | null} */
     this._probing = null;
     this._offs.push(session.on("created", (sid) => {
       // Another call made a new session: the stream follows it.
@@ -53,16 +88,27 @@ export class SseTransport extends Transport {
     }));
   }
 
+  /** @returns {"sse"} */
   get name() {
     return "sse";
   }
 
-  /** Whether it can run here at all. */
+  /**
+   * Whether it can run here at all.
+   * @param {Session} session
+   * @param {SseOptions} [options]
+   * @returns {boolean}
+   */
   static available(session, { EventSource = globalThis.EventSource, url = null } = {}) {
     return typeof EventSource === "function" && (url !== null || typeof session.api?.url === "string");
   }
 
-  /** The URL of the stream of `sid`, resuming after `lastSeq`. */
+  /**
+   * The URL of the stream of `sid`, resuming after `lastSeq`.
+   * @param {string} sid
+   * @param {number} lastSeq
+   * @returns {string}
+   */
   urlFor(sid, lastSeq) {
     let url = withQuery(this.url, "session", sid);
     url = withQuery(url, "last_event_id", String(lastSeq));
@@ -71,6 +117,7 @@ export class SseTransport extends Transport {
     return url;
   }
 
+  /** @protected */
   _end() {
     this._opening?.cancel();
     this._opening = null;
@@ -79,6 +126,7 @@ export class SseTransport extends Transport {
     this._close();
   }
 
+  /** @private */
   _close() {
     const source = this.source;
     this.source = null;
@@ -89,6 +137,7 @@ export class SseTransport extends Transport {
     }
   }
 
+  /** @protected */
   _begin() {
     if (!this.running || this.source || this._opening || this._probing) return;
     const d = this.session.open();
@@ -113,11 +162,16 @@ export class SseTransport extends Transport {
     );
   }
 
+  /**
+   * @private
+   * @param {string} sid
+   */
   _open(sid) {
     if (!this.running) return;
     const generation = this.dispatcher.sync();
     const lastSeq = this.dispatcher.lastSeq;
     const url = this.urlFor(sid, lastSeq);
+    /** @type {EventSourceLike} */
     let source;
     try {
       source = new this.EventSource(url);
@@ -128,20 +182,22 @@ export class SseTransport extends Transport {
     this.source = source;
     this.sid = sid;
     let opened = false;
-    source.onopen = () => {
+    const onOpen = () => {
       if (this.source !== source) return;
       opened = true;
       this._connected();
     };
-    source.onmessage = (message) => {
+    source.onopen = onOpen;
+    source.onmessage = (/** @type {{data: unknown}} */ message) => {
       if (this.source !== source) return;
+      /** @type {unknown} */
       let ev;
       try {
-        ev = JSON.parse(message.data);
+        ev = JSON.parse(String(message.data));
       } catch (_) {
         return; // not an event
       }
-      if (!opened) source.onopen();
+      if (!opened) onOpen();
       this.dispatcher.dispatch([ev], generation);
     };
     source.onerror = () => {
@@ -157,16 +213,21 @@ export class SseTransport extends Transport {
    * The stream could not be opened: fetch the same URL once to read the
    * answer. 1001: a new session. Anything else: the stream does not work
    * here (fall back, if it never did; else back-off).
+   * @private
+   * @param {string} sid
+   * @param {string} url
+   * @param {boolean} opened
    */
   _whyRefused(sid, url, opened) {
     const controller = typeof AbortController === "function" ? new AbortController() : null;
+    /** @type {Deferred<{status: number, code: unknown, error?: unknown}>} */
     const d = new Deferred(() => controller?.abort());
     this._probing = d;
     const timer = setTimeout(() => controller?.abort(), this.probeTimeout);
     Promise.resolve()
       .then(() => this._fetch(url, {
         headers: { Accept: "text/event-stream" },
-        signal: controller?.signal,
+        signal: controller?.signal ?? undefined,
         credentials: "same-origin",
         cache: "no-store",
       }))
@@ -175,6 +236,7 @@ export class SseTransport extends Transport {
           controller?.abort(); // a stream after all: it is opened again below
           return { status: response.status, code: null };
         }
+        /** @type {unknown} */
         let code = null;
         try {
           code = JSON.parse(await response.text())?.error?.code ?? null;

@@ -16,20 +16,74 @@
 // the session; session.js makes a new one and the socket is attached to it.
 // A socket that cannot be opened, or closes before the engine answered the
 // attach (a proxy that breaks WebSocket), makes the transport "unusable".
+//
+// Outside a browser, pass a WebSocket class (the `ws` package in Node 20):
+// `new Events(session, { WebSocket })`.
+//
+// Subprotocol: the client offers none by default. With `offerSubprotocol`
+// it offers SUBPROTOCOL ("pushengine.jsonrpc", SPEC section 17); switch it
+// on only against an engine that answers it, since a browser refuses a
+// handshake whose offered subprotocol is not answered.
 
 import { Deferred, CancelledError, fail } from "./deferred.js";
 import { ErrorCode, NetworkError, RpcError } from "./api.js";
 import { SessionDestroyedError } from "./session.js";
-import { Transport, TransportError, apiBase, withQuery } from "./transport.js";
+import { Transport, TransportError, apiBase, messageOf, withQuery } from "./transport.js";
 import { logger } from "./debug.js";
+
+/** @typedef {import("./session.js").Session} Session */
+/** @typedef {import("./transport.js").Dispatcher} Dispatcher */
 
 const log = logger("ws");
 const OPEN = 1;
 
+/** The WebSocket subprotocol of the engine's JSON-RPC (offered only with `offerSubprotocol`). */
+export const SUBPROTOCOL = "pushengine.jsonrpc";
+
 /** Calls that never go over the socket. */
 const HTTP_ONLY = new Set(["session.create", "session.destroy", "session.get_events", "session.attach"]);
 
-/** An absolute ws:// or wss:// URL for `url` (relative to the page). */
+/**
+ * What the client uses of a WebSocket: the browser's, or the `ws` package's
+ * in Node. The handlers are only ever set.
+ * @typedef {object} WebSocketLike
+ * @property {number} readyState  0 connecting, 1 open, 2 closing, 3 closed
+ * @property {(data: string) => void} send
+ * @property {(code?: number, reason?: string) => void} close
+ * @property {unknown} onopen
+ * @property {unknown} onmessage
+ * @property {unknown} onerror
+ * @property {unknown} onclose
+ */
+
+/**
+ * A WebSocket class.
+ * @typedef {new (url: string, protocols?: string | string[]) => WebSocketLike} WebSocketConstructor
+ */
+
+/**
+ * The options of WsTransport: those of Transport, and
+ * @typedef {object} WsExtras
+ * @property {string | null} [url]         the socket endpoint (default: beside the Api's URL, "/api/ws")
+ * @property {WebSocketConstructor} [WebSocket]  the WebSocket class (default: the global one)
+ * @property {boolean} [rpc]               calls over the socket while it is attached (default true)
+ * @property {boolean} [offerSubprotocol]  offer SUBPROTOCOL in the handshake (default false: the engine does not answer it yet)
+ * @property {number} [openTimeout]        ms for the socket to open
+ * @property {number} [attachTimeout]      ms for the engine to answer session.attach
+ */
+/** @typedef {import("./transport.js").TransportOptions & WsExtras} WsOptions */
+
+/**
+ * A call on its way over the socket.
+ * @typedef {{d: Deferred<unknown>, method: string, forget: () => void}} PendingCall
+ */
+
+/**
+ * An absolute ws:// or wss:// URL for `url` (relative to the page).
+ * @param {string} url
+ * @param {string | undefined} [base]
+ * @returns {string}
+ */
 export function socketUrl(url, base = globalThis.location?.href) {
   const u = base ? new URL(url, base) : new URL(url);
   if (u.protocol === "http:") u.protocol = "ws:";
@@ -37,34 +91,36 @@ export function socketUrl(url, base = globalThis.location?.href) {
   return u.href;
 }
 
+/** WebSocket (`GET /api/ws`): events as notifications, and calls over the socket. */
 export class WsTransport extends Transport {
   /**
    * @param {Session} session
    * @param {Dispatcher} dispatcher
-   * @param {object} [options]  those of Transport, and
-   * @param {string} [options.url]          the socket endpoint (default: beside the Api's URL, "/api/ws")
-   * @param {Function} [options.WebSocket]  the WebSocket class (tests inject one)
-   * @param {boolean} [options.rpc]         calls over the socket while it is attached (default true)
-   * @param {number} [options.openTimeout]  ms for the socket to open
-   * @param {number} [options.attachTimeout] ms for the engine to answer session.attach
+   * @param {WsOptions} [options]
    */
   constructor(session, dispatcher, {
-    url = null, WebSocket = globalThis.WebSocket, rpc = true, openTimeout = 10000, attachTimeout = 10000,
-    ...options
+    url = null, WebSocket = globalThis.WebSocket, rpc = true, offerSubprotocol = false,
+    openTimeout = 10000, attachTimeout = 10000, ...options
   } = {}) {
     super(session, dispatcher, options);
     this.url = url ?? `${apiBase(session.api?.url)}ws`;
     this.WebSocket = WebSocket;
     this.rpc = rpc;
+    this.offerSubprotocol = offerSubprotocol;
     this.openTimeout = openTimeout;
     this.attachTimeout = attachTimeout;
     this.callTimeout = session.api?.timeout ?? 30000;
+    /** @type {WebSocketLike | null} */
     this.socket = null;
-    this.attachedSid = null; // the session the socket carries
-    this._generation = null; // the session generation its events belong to
-    this._opening = null; // Deferred: the socket opens
-    this._cycle = null; // Deferred: open the session, the socket, attach
-    this._pending = new Map(); // call id -> {d, method, timer}
+    /** The session the socket carries. @type {string | null} */
+    this.attachedSid = null;
+    /** @private the session generation its events belong to @type {number | null} */
+    this._generation = null;
+    /** @private Deferred: open the session, the socket, attach @type {Deferred<unknown> | null} */
+    this._cycle = null;
+    /** @private call id -> the call @type {Map<number, PendingCall>} */
+    this._pending = new Map();
+    /** @private */
     this._nextId = 1;
     this._offs.push(session.on("created", (sid) => {
       // Another call made a new session: attach the socket to it.
@@ -75,36 +131,61 @@ export class WsTransport extends Transport {
     }));
   }
 
+  /** @returns {"ws"} */
   get name() {
     return "ws";
   }
 
-  /** Whether it can run here at all. */
+  /**
+   * Whether it can run here at all.
+   * @param {Session} session
+   * @param {WsOptions} [options]
+   * @returns {boolean}
+   */
   static available(session, { WebSocket = globalThis.WebSocket, url = null } = {}) {
     return typeof WebSocket === "function" && (url !== null || typeof session.api?.url === "string");
   }
 
+  /** Calls waiting for their answer on the socket. */
+  get pendingCalls() {
+    return this._pending.size;
+  }
+
   // -- the Api's channel: calls over the socket ---------------------------------
 
-  /** Whether the Api may send this call over the socket now. */
+  /**
+   * Whether the Api may send this call over the socket now.
+   * @param {string} method
+   * @param {{session?: string | null, keepalive?: boolean}} [options]
+   * @returns {boolean}
+   */
   accepts(method, { session = null, keepalive = false } = {}) {
     return this.rpc && this.running && !keepalive && this.attachedSid !== null &&
       this.socket?.readyState === OPEN && !HTTP_ONLY.has(method) &&
       (session === null || session === this.attachedSid);
   }
 
-  /** A JSON-RPC call over the socket: a Deferred, as Api.call's. */
+  /**
+   * A JSON-RPC call over the socket: a Deferred, as Api.call's. Cancelling
+   * it drops the pending call (its answer, if it comes, is ignored).
+   * @param {string} method
+   * @param {unknown[]} [params]
+   * @param {{timeout?: number}} [options]
+   * @returns {Deferred<unknown>}
+   */
   call(method, params = [], { timeout = this.callTimeout } = {}) {
     const socket = this.socket;
     if (!socket || socket.readyState !== OPEN) {
       return fail(new NetworkError(`${method}: the WebSocket is not open`));
     }
     const id = this._nextId++;
-    let timer = null;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    let timer = undefined;
     const forget = () => {
       clearTimeout(timer);
       this._pending.delete(id);
     };
+    /** @type {Deferred<unknown>} */
     const d = new Deferred(forget);
     if (timeout) {
       timer = setTimeout(() => {
@@ -118,17 +199,19 @@ export class WsTransport extends Transport {
       socket.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
     } catch (e) {
       forget();
-      d.errback(new NetworkError(e?.message || String(e), { cause: e }));
+      d.errback(new NetworkError(messageOf(e), { cause: e }));
     }
     return d;
   }
 
   // -- lifetime --------------------------------------------------------------------
 
+  /** @protected */
   _begin() {
     if (!this.running || this._cycle) return;
     let stage = "session";
-    let sid = null;
+    /** @type {string} */
+    let sid = "";
     const d = this.session.open()
       .addCallback((s) => {
         sid = s;
@@ -165,7 +248,8 @@ export class WsTransport extends Transport {
           return undefined;
         }
         if (stage === "attach" && f.check(RpcError) &&
-            (f.value.code === ErrorCode.UNKNOWN_SESSION || f.value.code === ErrorCode.BAD_PARAMS)) {
+            (/** @type {RpcError} */ (f.value).code === ErrorCode.UNKNOWN_SESSION ||
+           /** @type {RpcError} */ (f.value).code === ErrorCode.BAD_PARAMS)) {
           // Unknown, or our last seq is ahead of it: not the session we had.
           this._sessionLost(sid); // the socket stays open for the new session
           return undefined;
@@ -177,6 +261,7 @@ export class WsTransport extends Transport {
     );
   }
 
+  /** @protected */
   _end() {
     const cycle = this._cycle;
     this._cycle = null;
@@ -184,25 +269,36 @@ export class WsTransport extends Transport {
     this._closeSocket(1000, "stopped");
   }
 
-  /** The socket no longer carries a session: calls go over HTTP again. */
+  /**
+   * The socket no longer carries a session: calls go over HTTP again.
+   * @private
+   */
   _detached() {
     this.attachedSid = null;
     if (this.session.api?.channel === this) this.session.api.channel = null;
   }
 
-  /** A Deferred that fires once the socket is open (a new one if needed). */
+  /**
+   * A Deferred that fires once the socket is open (a new one if needed).
+   * @private
+   * @returns {Deferred<WebSocketLike>}
+   */
   _openSocket() {
     if (this.socket && this.socket.readyState === OPEN) return Deferred.succeed(this.socket);
     this._closeSocket(1000, "replaced");
+    /** @type {WebSocketLike} */
     let socket;
     try {
       const url = this.session.api?.apiKey ? withQuery(this.url, "apikey", this.session.api.apiKey) : this.url;
-      socket = new this.WebSocket(socketUrl(url));
+      socket = this.offerSubprotocol ? new this.WebSocket(socketUrl(url), [SUBPROTOCOL])
+        : new this.WebSocket(socketUrl(url));
     } catch (e) {
-      return fail(new TransportError(`the WebSocket could not be made: ${e?.message ?? e}`, { cause: e }));
+      return fail(new TransportError(`the WebSocket could not be made: ${messageOf(e)}`, { cause: e }));
     }
     this.socket = socket;
-    let timer = null;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    let timer = undefined;
+    /** @type {Deferred<WebSocketLike>} */
     const d = new Deferred(() => {
       clearTimeout(timer);
       if (this.socket === socket) this._closeSocket(1000, "cancelled");
@@ -216,11 +312,11 @@ export class WsTransport extends Transport {
       clearTimeout(timer);
       if (this.socket === socket && !d.called) d.callback(socket);
     };
-    socket.onmessage = (message) => {
-      if (this.socket === socket) this._message(message.data);
+    socket.onmessage = (/** @type {{data: unknown}} */ message) => {
+      if (this.socket === socket) this._message(String(message.data));
     };
     socket.onerror = () => { /* onclose follows */ };
-    socket.onclose = (e) => {
+    socket.onclose = (/** @type {{code?: number, reason?: string} | undefined} */ e) => {
       clearTimeout(timer);
       if (this.socket !== socket) return;
       this.socket = null;
@@ -232,6 +328,11 @@ export class WsTransport extends Transport {
     return d;
   }
 
+  /**
+   * @private
+   * @param {number} code
+   * @param {string} reason
+   */
   _closeSocket(code, reason) {
     const socket = this.socket;
     if (!socket) return;
@@ -243,7 +344,11 @@ export class WsTransport extends Transport {
     this._socketClosed({ code, reason });
   }
 
-  /** The socket is gone: its calls fail; if it carried the session, reconnect. */
+  /**
+   * The socket is gone: its calls fail; if it carried the session, reconnect.
+   * @private
+   * @param {{code?: number, reason?: string} | undefined} e
+   */
   _socketClosed(e) {
     const pending = [...this._pending.values()];
     this._pending.clear();
@@ -259,7 +364,12 @@ export class WsTransport extends Transport {
     }
   }
 
+  /**
+   * @private
+   * @param {string} text
+   */
   _message(text) {
+    /** @type {unknown} */
     let data;
     try {
       data = JSON.parse(text);
@@ -267,13 +377,14 @@ export class WsTransport extends Transport {
       log("a message that is not JSON:", text);
       return;
     }
-    for (const m of Array.isArray(data) ? data : [data]) {
-      if (m === null || typeof m !== "object") continue;
+    for (const item of Array.isArray(data) ? data : [data]) {
+      if (item === null || typeof item !== "object") continue;
+      const m = /** @type {{id?: unknown, method?: unknown, params?: unknown, result?: unknown, error?: {code: number, message?: string, data?: unknown}}} */ (item);
       if (m.method === "events" && m.id === undefined) {
         if (Array.isArray(m.params)) this.dispatcher.dispatch(m.params, this._generation);
         continue;
       }
-      const call = m.id == null ? undefined : this._pending.get(m.id);
+      const call = typeof m.id === "number" ? this._pending.get(m.id) : undefined;
       if (!call) {
         if (m.error) log("error from the engine:", m.error);
         continue;

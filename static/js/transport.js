@@ -21,30 +21,93 @@
 //   worked once keeps retrying (the engine restarting is no reason to leave).
 
 import { Emitter } from "./emitter.js";
+import { withQuery } from "./api.js";
 import { logger } from "./debug.js";
 
+export { withQuery };
+
 const log = logger("events");
+
+/** @typedef {import("./api.js").PushEvent} PushEvent */
+/** @typedef {import("./session.js").Session} Session */
+/** @typedef {import("./session.js").Subscription} Subscription */
+
+/**
+ * The state of a transport (and of Events): "connecting", "connected",
+ * "retrying" (waiting `delay` ms after `error`) or "stopped".
+ * @typedef {"connecting" | "connected" | "retrying" | "stopped"} ConnectionState
+ */
+
+/**
+ * What comes with a state: for "retrying", the delay, the error and the
+ * failures in a row.
+ * @typedef {{delay?: number, error?: unknown, failures?: number}} StateInfo
+ */
+
+/**
+ * What a transport emits.
+ * @typedef {object} TransportEvents
+ * @property {[state: ConnectionState, info: StateInfo]} state
+ * @property {[error: TransportError]} unusable  it never worked here: try another one
+ */
+
+/**
+ * The back-off options: the first wait and the longest, in ms.
+ * @typedef {{base?: number, max?: number}} Backoff
+ */
+
+/**
+ * The options every transport takes.
+ * @typedef {object} TransportOptions
+ * @property {number} [base]       first back-off in ms
+ * @property {number} [max]        longest back-off in ms
+ * @property {() => number} [random]  jitter source (tests)
+ * @property {boolean} [fallback]  emit "unusable" when it fails before it ever worked
+ */
 
 /**
  * The wait before retry number `attempt` (1, 2, ...): base * 2^(attempt-1),
  * capped at `max`, of which a random half ("equal jitter") so that many
  * clients cut off at once do not come back at once.
+ * @param {number} attempt
+ * @param {Backoff} [backoff]
+ * @param {() => number} [random]
+ * @returns {number}
  */
 export function backoffDelay(attempt, { base = 500, max = 30000 } = {}, random = Math.random) {
   const ceiling = Math.min(max, base * 2 ** Math.max(0, attempt - 1));
   return Math.round(ceiling / 2 + (random() * ceiling) / 2);
 }
 
+/**
+ * An error's message (or the value as text).
+ * @param {unknown} error
+ * @returns {string}
+ */
+export function messageOf(error) {
+  const message = error !== null && typeof error === "object" ? /** @type {{message?: unknown}} */ (error).message : undefined;
+  return typeof message === "string" ? message : String(error);
+}
+
 /** The transport cannot be used here (e.g. a proxy that breaks WebSocket). */
 export class TransportError extends Error {
+  /**
+   * @param {string} message
+   * @param {{cause?: unknown}} [options]
+   */
   constructor(message, { cause = undefined } = {}) {
     super(message);
     this.name = "TransportError";
-    if (cause !== undefined) this.cause = cause;
+    /** @type {unknown} */
+    this.cause = cause;
   }
 }
 
-/** The base of an endpoint beside the JSON-RPC one: "/api/jsonrpc" -> "/api/". */
+/**
+ * The base of an endpoint beside the JSON-RPC one: "/api/jsonrpc" -> "/api/".
+ * @param {string | null | undefined} url
+ * @returns {string}
+ */
 export function apiBase(url) {
   const u = String(url ?? "/api/jsonrpc");
   const q = u.indexOf("?");
@@ -52,22 +115,29 @@ export function apiBase(url) {
   return path.replace(/[^/]*$/, "");
 }
 
-export function withQuery(url, name, value) {
-  const sep = url.includes("?") ? "&" : "?";
-  return `${url}${sep}${name}=${encodeURIComponent(value)}`;
-}
+/**
+ * What a Dispatcher emits: "event" for each event it delivers (after the seq
+ * check, before the handlers).
+ * @typedef {object} DispatcherEvents
+ * @property {[event: PushEvent]} event
+ */
 
 /**
  * Events in, handlers called: seq bookkeeping and dispatch by key, shared by
  * every transport of one Events.
+ * @extends {Emitter<DispatcherEvents & import("./emitter.js").EventMap>}
  */
 export class Dispatcher extends Emitter {
+  /** @param {Session} session */
   constructor(session) {
     super();
     this.session = session;
+    /** The last seq processed in the current session. */
     this.lastSeq = 0;
+    /** The session generation the seq belongs to. @type {number | null} */
     this.generation = null;
-    this._orphans = new Map(); // key -> events that came before their subscribe answer
+    /** @private key -> events that came before their subscribe answer @type {Map<string, PushEvent[]>} */
+    this._orphans = new Map();
     session.on("subscribed", (sub) => this._flushOrphans(sub));
     session.on("settled", () => {
       if (this.session.subscribing === 0) this._orphans.clear();
@@ -77,6 +147,7 @@ export class Dispatcher extends Emitter {
   /**
    * Follow the session: a new one (its generation changed) starts seq again
    * at 0. Returns the generation the next events belong to.
+   * @returns {number}
    */
   sync() {
     if (this.session.generation !== this.generation) {
@@ -90,12 +161,15 @@ export class Dispatcher extends Emitter {
   /**
    * Deliver a list of events to the subscriptions' handlers. `generation`
    * (from sync) drops events of a session that was replaced meanwhile.
+   * @param {unknown[]} events  what the engine sent (anything else than an event object is skipped)
+   * @param {number | null} [generation]
    */
   dispatch(events, generation = this.session.generation) {
     if (generation !== this.session.generation) return;
     this.sync();
-    for (const ev of events) {
-      if (ev === null || typeof ev !== "object") continue;
+    for (const item of events) {
+      if (item === null || typeof item !== "object") continue;
+      const ev = /** @type {PushEvent} */ (item);
       if (typeof ev.seq === "number") {
         if (ev.seq <= this.lastSeq) continue; // sent again (a lost ack, a resumed stream)
         if (ev.seq !== this.lastSeq + 1) log("seq jumped from", this.lastSeq, "to", ev.seq);
@@ -106,8 +180,9 @@ export class Dispatcher extends Emitter {
       if (subs.length === 0) {
         if (this.session.subscribing > 0) {
           // Perhaps the answer of a subscribe still on its way: keep it.
-          if (!this._orphans.has(ev.key)) this._orphans.set(ev.key, []);
-          this._orphans.get(ev.key).push(ev);
+          let waiting = this._orphans.get(ev.key);
+          if (!waiting) this._orphans.set(ev.key, waiting = []);
+          waiting.push(ev);
         } else {
           log("event for a key without subscription:", ev.key, ev.action);
         }
@@ -117,13 +192,23 @@ export class Dispatcher extends Emitter {
     }
   }
 
+  /**
+   * @private
+   * @param {Subscription} sub
+   */
   _flushOrphans(sub) {
+    if (sub.key === null) return;
     const waiting = this._orphans.get(sub.key);
     if (!waiting) return;
     this._orphans.delete(sub.key);
     for (const ev of waiting) this._deliver(sub, ev);
   }
 
+  /**
+   * @private
+   * @param {Subscription} sub
+   * @param {PushEvent} ev
+   */
   _deliver(sub, ev) {
     try {
       sub.handler.apply(ev, sub);
@@ -133,16 +218,15 @@ export class Dispatcher extends Emitter {
   }
 }
 
-/** The state, back-off and fallback bookkeeping every transport has. */
+/**
+ * The state, back-off and fallback bookkeeping every transport has.
+ * @extends {Emitter<TransportEvents & import("./emitter.js").EventMap>}
+ */
 export class Transport extends Emitter {
   /**
    * @param {Session} session
    * @param {Dispatcher} dispatcher
-   * @param {object} [options]
-   * @param {number} [options.base]       first back-off in ms
-   * @param {number} [options.max]        longest back-off in ms
-   * @param {Function} [options.random]   jitter source (tests)
-   * @param {boolean} [options.fallback]  emit "unusable" when it fails before it ever worked
+   * @param {TransportOptions} [options]
    */
   constructor(session, dispatcher, { base = 500, max = 30000, random = Math.random, fallback = false } = {}) {
     super();
@@ -152,15 +236,23 @@ export class Transport extends Emitter {
     this.random = random;
     this.fallback = fallback;
     this.running = false;
+    /** @type {ConnectionState} */
     this.state = "stopped";
+    /** Network failures in a row. */
     this.failures = 0;
-    this.worked = false; // it delivered (or was ready to) at least once on this page
+    /** It delivered (or was ready to) at least once on this page. */
+    this.worked = false;
+    /** @protected @type {ReturnType<typeof setTimeout> | null} */
     this._timer = null;
+    /** @protected @type {(() => void)[]} */
     this._offs = [];
     this._offs.push(session.on("destroyed", () => this.stop()));
   }
 
-  /** The transport's name: "longpoll", "sse" or "ws". */
+  /**
+   * The transport's name: "longpoll", "sse" or "ws".
+   * @returns {string}
+   */
   get name() {
     return "none";
   }
@@ -175,7 +267,7 @@ export class Transport extends Emitter {
   stop() {
     if (!this.running) return;
     this.running = false;
-    clearTimeout(this._timer);
+    if (this._timer !== null) clearTimeout(this._timer);
     this._timer = null;
     this._end();
     this._setState("stopped");
@@ -188,12 +280,23 @@ export class Transport extends Emitter {
     this._offs = [];
   }
 
-  /** Connect (the first time, and after each failure). */
+  /**
+   * Connect (the first time, and after each failure).
+   * @protected
+   */
   _begin() {}
 
-  /** Close what is open. */
+  /**
+   * Close what is open.
+   * @protected
+   */
   _end() {}
 
+  /**
+   * @protected
+   * @param {ConnectionState} state
+   * @param {StateInfo} [info]
+   */
   _setState(state, info = {}) {
     if (state === this.state && state !== "retrying") return;
     this.state = state;
@@ -201,23 +304,35 @@ export class Transport extends Emitter {
     this.emit("state", state, info);
   }
 
-  /** The transport works: reset the back-off. */
+  /**
+   * The transport works: reset the back-off.
+   * @protected
+   */
   _connected() {
     this.worked = true;
     this.failures = 0;
     this._setState("connected");
   }
 
+  /**
+   * @protected
+   * @param {number} ms
+   * @param {() => void} [fn]
+   */
   _schedule(ms, fn = () => this._begin()) {
     if (!this.running) return;
-    clearTimeout(this._timer);
+    if (this._timer !== null) clearTimeout(this._timer);
     this._timer = setTimeout(() => {
       this._timer = null;
       if (this.running) fn();
     }, ms);
   }
 
-  /** A network error (the engine may be away): retry after a back-off. */
+  /**
+   * A network error (the engine may be away): retry after a back-off.
+   * @protected
+   * @param {unknown} error
+   */
   _retry(error) {
     if (!this.running) return;
     this.failures += 1;
@@ -230,13 +345,15 @@ export class Transport extends Emitter {
   /**
    * The transport itself failed (it could not open, or closed before it
    * delivered anything). Never worked here and may fall back: "unusable".
+   * @protected
+   * @param {unknown} error
    */
   _transportFailed(error) {
     if (!this.running) return;
     if (this.fallback && !this.worked) {
       log(this.name, "unusable here:", error);
       const e = error instanceof TransportError ? error : new TransportError(
-        `${this.name}: ${error?.message ?? error}`, { cause: error });
+        `${this.name}: ${messageOf(error)}`, { cause: error });
       this.stop();
       this.emit("unusable", e);
       return;
@@ -244,7 +361,11 @@ export class Transport extends Emitter {
     this._retry(error);
   }
 
-  /** The engine does not know the session: session.js makes a new one on the next open(). */
+  /**
+   * The engine does not know the session: session.js makes a new one on the next open().
+   * @protected
+   * @param {string | null} sid
+   */
   _sessionLost(sid) {
     if (!this.running) return;
     log(this.name, "session unknown to the engine; restoring it");

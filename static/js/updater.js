@@ -11,8 +11,16 @@
 //   new Ticker(document.body).start();           // the ticker
 
 /**
+ * A timestamp as the engine sends it: an ISO 8601 string (UTC, "Z"), seconds
+ * (below 1e12) or milliseconds since the epoch, or a Date.
+ * @typedef {string | number | Date | null | undefined} Timestamp
+ */
+
+/**
  * A Date for an engine timestamp: an ISO 8601 string (UTC, "Z"), or a number
  * of seconds (below 1e12) or milliseconds since the epoch. null when invalid.
+ * @param {Timestamp} value
+ * @returns {Date | null}
  */
 export function parseTime(value) {
   if (value === null || value === undefined || value === "") return null;
@@ -23,6 +31,11 @@ export function parseTime(value) {
   return Number.isNaN(d.getTime()) ? null : d;
 }
 
+/**
+ * @param {Date} date
+ * @param {string | undefined} timeZone
+ * @returns {string}
+ */
 function dayKey(date, timeZone) {
   return new Intl.DateTimeFormat("en-CA", { timeZone, year: "numeric", month: "2-digit", day: "2-digit" })
     .format(date);
@@ -31,6 +44,9 @@ function dayKey(date, timeZone) {
 /**
  * Local time of a timestamp: "14:05" today, "30 Nov, 14:05" this year,
  * "30 Nov 2025, 14:05" before. `locale`/`timeZone` default to the browser's.
+ * @param {Timestamp} value
+ * @param {{now?: number, locale?: string, timeZone?: string}} [options]
+ * @returns {string}
  */
 export function formatLocalTime(value, { now = Date.now(), locale = undefined, timeZone = undefined } = {}) {
   const d = parseTime(value);
@@ -45,14 +61,25 @@ export function formatLocalTime(value, { now = Date.now(), locale = undefined, t
   return `${date}, ${time}`;
 }
 
-/** The full local date and time (for a tooltip). */
+/**
+ * The full local date and time (for a tooltip).
+ * @param {Timestamp} value
+ * @param {{locale?: string, timeZone?: string}} [options]
+ * @returns {string}
+ */
 export function formatFullTime(value, { locale = undefined, timeZone = undefined } = {}) {
   const d = parseTime(value);
   if (d === null) return "";
   return new Intl.DateTimeFormat(locale, { dateStyle: "medium", timeStyle: "medium", timeZone }).format(d);
 }
 
-/** "just now", "5 min ago", "3 h ago", "yesterday", "4 days ago", or the local date. */
+/**
+ * "just now", "5 min ago", "3 h ago", "yesterday", "4 days ago", or the local date.
+ * @param {Timestamp} value
+ * @param {number} [now]  ms since the epoch
+ * @param {{locale?: string, timeZone?: string}} [options]
+ * @returns {string}
+ */
 export function formatAgo(value, now = Date.now(), options = {}) {
   const d = parseTime(value);
   if (d === null) return "";
@@ -73,7 +100,11 @@ export function formatAgo(value, now = Date.now(), options = {}) {
   return formatLocalTime(d, { now, ...options });
 }
 
-/** Seconds as h:mm:ss ("0:00:42", "1:02:05", "26:00:00"); "" for no value. */
+/**
+ * Seconds as h:mm:ss ("0:00:42", "1:02:05", "26:00:00"); "" for no value.
+ * @param {number | string | null | undefined} seconds
+ * @returns {string}
+ */
 export function formatDuration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(Number(seconds))) return "";
   let s = Math.max(0, Math.floor(Number(seconds)));
@@ -84,19 +115,29 @@ export function formatDuration(seconds) {
   return `${h}:${String(m).padStart(2, "0")}:${String(s).padStart(2, "0")}`;
 }
 
-/** Seconds from a timestamp to now (0 when in the future or invalid). */
+/**
+ * Seconds from a timestamp to now (0 when in the future or invalid).
+ * @param {Timestamp} value
+ * @param {number} [now]
+ * @returns {number}
+ */
 export function elapsedSeconds(value, now = Date.now()) {
   const d = parseTime(value);
   if (d === null) return 0;
   return Math.max(0, Math.floor((now - d.getTime()) / 1000));
 }
 
-/** A count in few characters: 999, 1.2K, 12K, 1.2M, 3.4B. */
+/**
+ * A count in few characters: 999, 1.2K, 12K, 1.2M, 3.4B.
+ * @param {number | string | null | undefined} n
+ * @returns {string}
+ */
 export function formatCount(n) {
   const v = Number(n);
   if (!Number.isFinite(v)) return "";
   const sign = v < 0 ? "-" : "";
   const a = Math.abs(Math.round(v));
+  /** @type {[number, string][]} */
   const units = [[1e9, "B"], [1e6, "M"], [1e3, "K"]];
   for (const [size, suffix] of units) {
     if (a >= size) {
@@ -108,14 +149,25 @@ export function formatCount(n) {
   return `${sign}${a}`;
 }
 
-/** "1 viewer", "12 viewers", "1.2K viewers". */
+/**
+ * "1 viewer", "12 viewers", "1.2K viewers".
+ * @param {number | string} n
+ * @param {string} one
+ * @param {string} many
+ * @returns {string}
+ */
 export function plural(n, one, many) {
   return `${formatCount(n)} ${Number(n) === 1 ? one : many}`;
 }
 
 // -- live page text ----------------------------------------------------------
 
-/** Show "prefix + N min ago" in `el`, with the local time as tooltip; the Ticker keeps it current. */
+/**
+ * Show "prefix + N min ago" in `el`, with the local time as tooltip; the Ticker keeps it current.
+ * @param {HTMLElement} el
+ * @param {Timestamp} value
+ * @param {string} [prefix]
+ */
 export function setAgo(el, value, prefix = "") {
   const d = parseTime(value);
   if (d === null) {
@@ -130,7 +182,11 @@ export function setAgo(el, value, prefix = "") {
   if (el.tagName === "TIME") el.setAttribute("datetime", d.toISOString());
 }
 
-/** Show the time elapsed since `value` as h:mm:ss in `el`; the Ticker keeps it running. */
+/**
+ * Show the time elapsed since `value` as h:mm:ss in `el`; the Ticker keeps it running.
+ * @param {HTMLElement} el
+ * @param {Timestamp} value
+ */
 export function setElapsed(el, value) {
   const d = parseTime(value);
   if (d === null) {
@@ -142,13 +198,17 @@ export function setElapsed(el, value) {
   el.textContent = formatDuration(elapsedSeconds(d));
 }
 
-/** Update every setAgo/setElapsed element under `root`. */
+/**
+ * Update every setAgo/setElapsed element under `root`.
+ * @param {ParentNode} root
+ * @param {number} [now]
+ */
 export function refreshTimes(root, now = Date.now()) {
-  for (const el of root.querySelectorAll("[data-ago]")) {
+  for (const el of root.querySelectorAll(/** @type {"html"} */ ("[data-ago]"))) {
     const text = (el.dataset.agoPrefix ?? "") + formatAgo(el.dataset.ago, now);
     if (el.textContent !== text) el.textContent = text;
   }
-  for (const el of root.querySelectorAll("[data-elapsed]")) {
+  for (const el of root.querySelectorAll(/** @type {"html"} */ ("[data-elapsed]"))) {
     const text = formatDuration(elapsedSeconds(el.dataset.elapsed, now));
     if (el.textContent !== text) el.textContent = text;
   }
@@ -156,9 +216,14 @@ export function refreshTimes(root, now = Date.now()) {
 
 /** Calls refreshTimes(root) every `interval` ms while started. */
 export class Ticker {
+  /**
+   * @param {ParentNode} root
+   * @param {number} [interval]  ms
+   */
   constructor(root, interval = 1000) {
     this.root = root;
     this.interval = interval;
+    /** @private @type {ReturnType<typeof setInterval> | null} */
     this._timer = null;
   }
 
@@ -170,7 +235,7 @@ export class Ticker {
   }
 
   stop() {
-    clearInterval(this._timer);
+    if (this._timer !== null) clearInterval(this._timer);
     this._timer = null;
   }
 }

@@ -14,7 +14,23 @@
 // Applying is tolerant, so that a duplicate or stale event cannot corrupt the
 // list: insert of a known id replaces it, update of an unknown id inserts it,
 // delete of an unknown id does nothing, and the list never grows past `limit`.
+//
+// A new state (a `reset` event, or the state of a subscription made again) is
+// applied as a difference: an object equal to the one the list holds keeps
+// the list's object, so a View sees it unchanged and leaves its node alone.
 
+/** @typedef {import("./api.js").Item} Item */
+/** @typedef {import("./api.js").PushEvent} PushEvent */
+
+/**
+ * An order: "-created_at", "a,-b", ["a", "-b"], or a comparator.
+ * @typedef {string | string[] | ((a: Item, b: Item) => number)} Order
+ */
+
+/**
+ * @param {unknown} v
+ * @returns {number}
+ */
 function typeRank(v) {
   if (v === null || v === undefined) return 0;
   switch (typeof v) {
@@ -25,7 +41,12 @@ function typeRank(v) {
   }
 }
 
-/** Compare two field values: null/undefined < booleans < numbers < strings < others. */
+/**
+ * Compare two field values: null/undefined < booleans < numbers < strings < others.
+ * @param {unknown} a
+ * @param {unknown} b
+ * @returns {number}
+ */
 export function compareValues(a, b) {
   const ra = typeRank(a);
   const rb = typeRank(b);
@@ -36,25 +57,60 @@ export function compareValues(a, b) {
     const sb = JSON.stringify(b);
     return sa < sb ? -1 : sa > sb ? 1 : 0;
   }
-  return a < b ? -1 : a > b ? 1 : 0;
+  const x = /** @type {string | number | boolean} */ (a);
+  const y = /** @type {string | number | boolean} */ (b);
+  return x < y ? -1 : x > y ? 1 : 0;
 }
 
-/** Parse "-created_at" (or "a,-b", or ["a", "-b"]) into [{field, sign}]. */
+/**
+ * Whether two JSON values are equal: the same primitives, arrays of equal
+ * values, objects with the same keys (in any order) and equal values.
+ * @param {unknown} a
+ * @param {unknown} b
+ * @returns {boolean}
+ */
+export function sameValue(a, b) {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") {
+    return typeof a === "number" && typeof b === "number" && Number.isNaN(a) && Number.isNaN(b);
+  }
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a) && Array.isArray(b)) {
+    return a.length === b.length && a.every((v, i) => sameValue(v, b[i]));
+  }
+  const x = /** @type {Record<string, unknown>} */ (a);
+  const y = /** @type {Record<string, unknown>} */ (b);
+  const keys = Object.keys(x);
+  if (keys.length !== Object.keys(y).length) return false;
+  return keys.every((k) => Object.prototype.hasOwnProperty.call(y, k) && sameValue(x[k], y[k]));
+}
+
+/**
+ * Parse "-created_at" (or "a,-b", or ["a", "-b"]) into [{field, sign}].
+ * @param {string | string[]} order
+ * @returns {{field: string, sign: 1 | -1}[]}
+ */
 export function parseOrder(order) {
   const parts = Array.isArray(order) ? order : String(order).split(",");
   return parts.map((p) => p.trim()).filter(Boolean).map((p) => (
-    p.startsWith("-") ? { field: p.slice(1), sign: -1 }
-      : { field: p.startsWith("+") ? p.slice(1) : p, sign: 1 }
+    p.startsWith("-") ? { field: p.slice(1), sign: /** @type {const} */ (-1) }
+      : { field: p.startsWith("+") ? p.slice(1) : p, sign: /** @type {const} */ (1) }
   ));
 }
 
-/** A comparator for objects in view order (a function is returned unchanged). */
+/**
+ * A comparator for objects in view order (a function is returned unchanged;
+ * no order: null).
+ * @param {Order | null | undefined} order
+ * @param {string} [idField]
+ * @returns {((a: Item, b: Item) => number) | null}
+ */
 export function makeComparator(order, idField = "id") {
   if (typeof order === "function") return order;
   if (order === null || order === undefined || order === "") return null;
   const keys = parseOrder(order);
   const idSign = keys.length ? keys[0].sign : 1;
-  return (a, b) => {
+  return (/** @type {Item} */ a, /** @type {Item} */ b) => {
     for (const { field, sign } of keys) {
       const c = compareValues(a[field], b[field]);
       if (c !== 0) return sign * c;
@@ -63,10 +119,14 @@ export function makeComparator(order, idField = "id") {
   };
 }
 
+/**
+ * The ordered, limited list of a view's objects.
+ * @template {Item} [T=Item]
+ */
 export class ViewList {
   /**
    * @param {object} [options]
-   * @param {string|string[]|Function} [options.order]  view order; without one,
+   * @param {Order | null} [options.order]  view order; without one,
    *   inserts go to the end and updates stay in place
    * @param {string} [options.idField]  the id field (default "id")
    * @param {number} [options.limit]    the most objects kept
@@ -75,6 +135,7 @@ export class ViewList {
     this.idField = idField;
     this.limit = limit ?? Infinity;
     this.compare = makeComparator(order, idField);
+    /** The objects, in view order. @type {T[]} */
     this.items = [];
   }
 
@@ -82,6 +143,10 @@ export class ViewList {
     return this.items.length;
   }
 
+  /**
+   * @param {unknown} id
+   * @returns {number}  the index of the object with this id, or -1
+   */
   indexOfId(id) {
     const f = this.idField;
     for (let i = 0; i < this.items.length; i++) {
@@ -90,48 +155,74 @@ export class ViewList {
     return -1;
   }
 
+  /**
+   * @param {unknown} id
+   * @returns {T | undefined}
+   */
   get(id) {
     const i = this.indexOfId(id);
     return i < 0 ? undefined : this.items[i];
   }
 
+  /**
+   * @param {unknown} id
+   * @returns {boolean}
+   */
   has(id) {
     return this.indexOfId(id) >= 0;
   }
 
-  /** Replace the whole state (the engine's order is kept as given). */
+  /**
+   * Replace the whole state (the engine's order is kept as given). An object
+   * equal to the one held with its id keeps the held object, so that what did
+   * not change stays the same object. Returns true when the list changed.
+   * @param {T[] | null | undefined} list
+   * @returns {boolean}
+   */
   setState(list) {
+    /** @type {Map<unknown, T>} */
+    const held = new Map(this.items.map((o) => [o[this.idField], o]));
     const seen = new Set();
+    /** @type {T[]} */
     const items = [];
     for (const obj of list ?? []) {
+      if (items.length >= this.limit) break;
       const id = obj[this.idField];
       if (seen.has(id)) continue;
       seen.add(id);
-      items.push(obj);
+      const old = held.get(id);
+      items.push(old !== undefined && sameValue(old, obj) ? old : obj);
     }
-    this.items = items.slice(0, this.limit);
+    const changed = items.length !== this.items.length || items.some((o, i) => o !== this.items[i]);
+    this.items = items;
+    return changed;
   }
 
   /**
    * Apply one event; returns true when the list changed. `ping` and unknown
-   * actions change nothing.
+   * actions change nothing; a `reset` changes what differs.
+   * @param {PushEvent} ev
+   * @returns {boolean}
    */
   apply(ev) {
     switch (ev.action) {
       case "insert":
       case "update":
-        return this.upsert(ev.obj);
+        return this.upsert(/** @type {T} */ (ev.obj));
       case "delete":
         return this.remove(ev.obj?.[this.idField]);
       case "reset":
-        this.setState(ev.obj);
-        return true;
+        return this.setState(/** @type {T[]} */ (ev.obj));
       default:
         return false;
     }
   }
 
-  /** Put `obj` at its place by the order (replacing the object with its id). */
+  /**
+   * Put `obj` at its place by the order (replacing the object with its id).
+   * @param {T} obj
+   * @returns {boolean}  whether the list changed
+   */
   upsert(obj) {
     const id = obj[this.idField];
     const old = this.indexOfId(id);
@@ -148,6 +239,11 @@ export class ViewList {
     return true;
   }
 
+  /**
+   * Remove the object with this id.
+   * @param {unknown} id
+   * @returns {boolean}  whether it was there
+   */
   remove(id) {
     const i = this.indexOfId(id);
     if (i < 0) return false;
@@ -155,13 +251,18 @@ export class ViewList {
     return true;
   }
 
-  /** The index where obj goes: after every item that sorts before or equal to it. */
+  /**
+   * The index where obj goes: after every item that sorts before or equal to it.
+   * @private
+   * @param {T} obj
+   * @returns {number}
+   */
   _position(obj) {
     let lo = 0;
     let hi = this.items.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (this.compare(this.items[mid], obj) <= 0) lo = mid + 1;
+      if (/** @type {(a: Item, b: Item) => number} */ (this.compare)(this.items[mid], obj) <= 0) lo = mid + 1;
       else hi = mid;
     }
     return lo;

@@ -99,8 +99,10 @@ export function fakeNetwork(engine) {
   }
 
   class FakeWebSocket {
-    constructor(url) {
+    constructor(url, protocols = undefined) {
       this.url = url;
+      this.protocols = protocols; // what the handshake offers (undefined: nothing)
+      this.argumentCount = arguments.length;
       this.readyState = 0;
       this.sent = [];
       this.sid = null;

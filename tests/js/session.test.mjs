@@ -1,26 +1,16 @@
 // session.js and events.js against a fake engine: subscribe, the poll loop
 // with ack, dispatch by key, recovery from 1001 and from network errors.
-import { test, beforeEach, afterEach } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { Deferred } from "../../static/js/deferred.js";
 import { NetworkError, RpcError } from "../../static/js/api.js";
 import { Session, SessionDestroyedError } from "../../static/js/session.js";
 import { Events, backoffDelay } from "../../static/js/events.js";
 import { ViewList } from "../../static/js/viewlist.js";
 import { FakeEngine, settle } from "./fakeengine.mjs";
+import { eventsHooks } from "./eventshooks.mjs";
 
-let savedHook;
-let unhandled;
-beforeEach(() => {
-  unhandled = [];
-  savedHook = Deferred.onUnhandledError;
-  Deferred.onUnhandledError = (f) => unhandled.push(f);
-});
-afterEach(() => {
-  Deferred.onUnhandledError = savedHook;
-  assert.deepEqual(unhandled, [], "no unhandled errors");
-});
+eventsHooks();
 
 /** A subscription handler that keeps a ViewList and records what it got. */
 function handler() {

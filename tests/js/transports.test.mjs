@@ -1,34 +1,21 @@
 // The event transports (transport-*.js) and their choice (events.js): fake
 // transports for the chooser's rules, and the real WebSocket, SSE and
 // long-poll transports against a fake engine and fake browser streams.
-import { test, beforeEach, afterEach } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { Deferred } from "../../static/js/deferred.js";
 import { Session } from "../../static/js/session.js";
 import {
-  Events, TRANSPORTS, parseTransport, forgetUnusableTransports, unusableTransports,
+  Events, TRANSPORTS, parseTransport, unusableTransports,
 } from "../../static/js/events.js";
 import { Transport, TransportError, Dispatcher, apiBase } from "../../static/js/transport.js";
 import { socketUrl } from "../../static/js/transport-ws.js";
 import { ViewList } from "../../static/js/viewlist.js";
 import { FakeEngine, settle } from "./fakeengine.mjs";
 import { fakeNetwork } from "./fakestreams.mjs";
+import { eventsHooks } from "./eventshooks.mjs";
 
-let savedHook;
-let unhandled;
-const running = [];
-beforeEach(() => {
-  unhandled = [];
-  savedHook = Deferred.onUnhandledError;
-  Deferred.onUnhandledError = (f) => unhandled.push(f);
-  forgetUnusableTransports();
-});
-afterEach(() => {
-  for (const e of running.splice(0)) e.stop();
-  Deferred.onUnhandledError = savedHook;
-  assert.deepEqual(unhandled, [], "no unhandled errors");
-});
+const running = eventsHooks();
 
 function handler() {
   const list = new ViewList({ order: "-n" });

@@ -187,3 +187,80 @@ test("ping changes nothing; change events are emitted", () => {
   view.apply({ action: "insert", obj: { id: 2, n: 2 } });
   assert.deepEqual(seen, ["state", "insert"]);
 });
+
+// -- a reset is applied as a difference -------------------------------------------
+
+const copy = (list) => JSON.parse(JSON.stringify(list));
+
+test("a reset keeps the node of every object that did not change, and redraws nothing else", () => {
+  const { container, view, counts } = makeView();
+  const state = [{ id: 1, n: 9, title: "a" }, { id: 2, n: 5, title: "b" }, { id: 3, n: 1, title: "c" }];
+  view.setState(state);
+  const [n1, n2, n3] = container.children;
+  const made = counts.made;
+  // The same objects again (new objects from the wire, equal in value), one changed, one new, one gone.
+  view.apply({ action: "reset", obj: [{ title: "a", n: 9, id: 1 }, { id: 2, n: 5, title: "B" }, { id: 4, n: 0 }] });
+  assert.deepEqual(shown(container), [1, 2, 4]);
+  assert.equal(container.children[0], n1, "an unchanged object keeps its node");
+  assert.equal(container.children[1], n2, "a changed one is updated in place");
+  assert.equal(n3.parentNode, null, "a gone one is removed");
+  assert.equal(counts.updated, 1, "only the changed object was redrawn");
+  assert.equal(counts.made, made + 1, "only the new object got a node");
+  assert.equal(n2.textContent, "2:5:B");
+  assert.ok(!n1.classList.contains("pe-updated") && !n1.classList.contains("pe-entered"));
+  assert.ok(n2.classList.contains("pe-updated"));
+  assert.ok(container.children[2].classList.contains("pe-entered"));
+});
+
+test("a reset with nothing changed touches no node (also with the default updateItem, which replaces nodes)", () => {
+  const doc = new FakeDocument();
+  const container = doc.createElement("ol");
+  const view = new View({ container, order: "-n", limit: 5 });
+  const state = [{ id: 1, n: 2 }, { id: 2, n: 1 }];
+  view.setState(state);
+  const before = [...container.children];
+  doc.moves = 0;
+  let changes = 0;
+  view.on("change", () => { changes += 1; });
+  view.apply({ action: "reset", obj: copy(state) });
+  assert.deepEqual([...container.children], before, "the same nodes");
+  assert.equal(doc.moves, 0, "nothing moved");
+  assert.equal(changes, 1, "the reset is still reported");
+  // The state of a subscription made again (a new session) is a difference too.
+  view.setState(copy(state));
+  assert.deepEqual([...container.children], before);
+  assert.equal(doc.moves, 0);
+});
+
+test("random resets: the DOM equals the list, unchanged objects keep their nodes, only changed ones are redrawn", () => {
+  const random = rng(29);
+  const { container, view, counts } = makeView({ limit: 8 });
+  view.setState([]);
+  for (let step = 0; step < 300; step++) {
+    const before = new Map(container.children.map((node) => [node.objId, node]));
+    const held = new Map(view.items.map((o) => [o.id, o]));
+    // A new state: some of the held objects as they are, some changed, some new.
+    const next = [];
+    for (let id = 0; id < 12; id++) {
+      const r = random();
+      if (r < 0.4 && held.has(id)) next.push({ ...held.get(id) });
+      else if (r < 0.6) next.push({ id, n: Math.floor(random() * 10), title: String(step) });
+    }
+    next.sort((a, b) => b.n - a.n || b.id - a.id);
+    const updatedBefore = counts.updated;
+    view.apply({ action: "reset", obj: next });
+    assert.deepEqual(shown(container), next.slice(0, 8).map((o) => o.id));
+    let changed = 0;
+    for (const node of container.children) {
+      const obj = view.list.get(node.objId);
+      assert.equal(node.textContent, `${obj.id}:${obj.n}:${obj.title ?? ""}`);
+      const old = held.get(node.objId);
+      if (old && before.has(node.objId)) {
+        assert.equal(node, before.get(node.objId), "a node stays while its object stays");
+        if (JSON.stringify(old) !== JSON.stringify(obj)) changed += 1;
+        else assert.equal(obj, old, "an equal object stays the same object");
+      }
+    }
+    assert.equal(counts.updated - updatedBefore, changed, "updateItem ran for the changed objects alone");
+  }
+});

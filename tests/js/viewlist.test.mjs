@@ -2,7 +2,7 @@
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 
-import { ViewList, makeComparator, compareValues, parseOrder } from "../../static/js/viewlist.js";
+import { ViewList, makeComparator, compareValues, parseOrder, sameValue } from "../../static/js/viewlist.js";
 
 /** A small deterministic random generator (so a failure can be replayed). */
 function rng(seed) {
@@ -239,5 +239,30 @@ describe("replaying random events equals the brute-force model", () => {
       list.apply(ev);
       assert.deepEqual(list.items, [...table.values()].sort(cmp));
     }
+  });
+});
+
+describe("a new state as a difference", () => {
+  test("equal objects keep the held object; setState says whether anything changed", () => {
+    const list = new ViewList({ order: "-n", limit: 3 });
+    assert.equal(list.setState([{ id: 1, n: 2, tags: ["x"] }, { id: 2, n: 1 }]), true);
+    const [a, b] = list.items;
+    assert.equal(list.setState([{ n: 2, tags: ["x"], id: 1 }, { id: 2, n: 1 }]), false, "nothing changed");
+    assert.equal(list.items[0], a);
+    assert.equal(list.items[1], b);
+    assert.equal(list.apply({ action: "reset", obj: [{ id: 1, n: 2, tags: ["y"] }, { id: 2, n: 1 }] }), true);
+    assert.notEqual(list.items[0], a);
+    assert.equal(list.items[1], b);
+    assert.equal(list.apply({ action: "reset", obj: [{ id: 2, n: 1 }] }), true, "one left");
+    assert.deepEqual(list.items, [b]);
+  });
+
+  test("sameValue compares JSON values by value, keys in any order", () => {
+    assert.ok(sameValue({ a: 1, b: [1, { c: null }] }, { b: [1, { c: null }], a: 1 }));
+    assert.ok(!sameValue({ a: 1 }, { a: 1, b: undefined }));
+    assert.ok(!sameValue([1, 2], { 0: 1, 1: 2 }));
+    assert.ok(!sameValue({ a: "1" }, { a: 1 }));
+    assert.ok(sameValue(NaN, NaN));
+    assert.ok(!sameValue(null, {}));
   });
 });
