@@ -38,6 +38,7 @@ from wsproto.events import (
 from wsproto.handshake import H11Handshake
 from wsproto.utilities import RemoteProtocolError
 
+from pushengine.api.rpc import RpcAnswer
 from pushengine.core.events import DROPPED, Fragment, utf8
 from pushengine.web.guard import Guard, json_error
 from pushengine.transports.heartbeat import Heartbeat
@@ -153,12 +154,15 @@ class WsConnection(StreamProducer):
         else:
             self._answer(answer)
 
-    def _answer(self, answer: bytes | None) -> None:
-        if answer is not None and not self.closed:
-            self.transport.write(text_frame(bytes(answer)))
+    def _answer(self, answer: RpcAnswer) -> None:
+        self._send(answer.body)
+
+    def _send(self, body: bytes | None) -> None:
+        if body is not None and not self.closed:
+            self.transport.write(text_frame(body))
 
     def _send_json(self, value: Any) -> None:
-        self._answer(json.dumps(value, separators=(",", ":")).encode())
+        self._send(json.dumps(value, separators=(",", ":")).encode())
 
     def ping(self, now: float) -> None:
         """A ping frame every interval keeps the socket alive through proxies."""

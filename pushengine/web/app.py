@@ -20,7 +20,7 @@ from werkzeug.routing import RequestRedirect
 from pushengine.metrics import prometheus as metrics
 from pushengine.api.auth import ApiKeys
 from pushengine.core.limits import retry_after
-from pushengine.api.rpc import Dispatcher, Refusal
+from pushengine.api.rpc import Dispatcher, RpcAnswer
 from pushengine.api.publishing import Publisher
 from pushengine.web.guard import Guard
 from pushengine.web.clients import ClientAddresses
@@ -102,15 +102,12 @@ class WebApp:
                 "code": -32600, "message": "the request body is too large"}})
         result = self.dispatcher.handle(body, self.guard.caller(request))
 
-        def answer(text: bytes | None) -> bytes:
+        def answer(answer: RpcAnswer) -> bytes:
             request.setHeader(b"content-type", JSON)
-            if text is None:
-                request.setResponseCode(204)
-                return b""
-            if isinstance(text, Refusal):
-                request.setResponseCode(text.status)
-                request.setHeader(b"retry-after", b"%d" % retry_after(text.retry_after))
-            return text
+            request.setResponseCode(answer.status)
+            if answer.retry_after is not None:
+                request.setHeader(b"retry-after", b"%d" % retry_after(answer.retry_after))
+            return answer.body or b""
         if isinstance(result, Deferred):
             return result.addCallback(answer)
         return answer(result)

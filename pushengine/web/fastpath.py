@@ -29,7 +29,7 @@ from twisted.logger import Logger
 from twisted.web.http import HTTPChannel
 
 from pushengine.core.limits import retry_after
-from pushengine.api.rpc import Refusal
+from pushengine.api.rpc import RpcAnswer
 from pushengine.web.clients import CALLER_HEADERS
 from pushengine.web.outbox import Outbox
 from pushengine.web.sendnow import send_now
@@ -597,7 +597,7 @@ class FastSite:
                          b'"a valid API key is required (apikey or X-Api-Key)"}}'), None
         body = r.body[0] if len(r.body) == 1 else b"".join(r.body)
         result = self.web.dispatcher.handle(body, self._caller(channel, r))
-        if type(result) is not bytes and isinstance(result, Deferred):
+        if type(result) is not RpcAnswer:
             return result.addCallback(_rpc_answer)
         return _rpc_answer(result)
 
@@ -608,13 +608,11 @@ class FastSite:
         return _publish_answer(answer)
 
 
-def _rpc_answer(text: bytes | None) -> tuple:
-    if text is None:
-        return 204, b"", None
-    if isinstance(text, Refusal):
-        return text.status, bytes(text), [(b"Retry-After",
-                                          b"%d" % retry_after(text.retry_after))]
-    return 200, text, None
+def _rpc_answer(answer: RpcAnswer) -> tuple:
+    if answer.retry_after is not None:
+        return answer.status, answer.body, [(b"Retry-After",
+                                             b"%d" % retry_after(answer.retry_after))]
+    return answer.status, answer.body or b"", None
 
 
 def _publish_answer(answer: tuple) -> tuple:
