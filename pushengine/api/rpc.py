@@ -276,7 +276,7 @@ class Dispatcher:
         A call refused for a limit of its client (1007) says so with 429."""
         if f.check(CancelledError):
             return NOTHING
-        if f.check(ApiError):
+        if isinstance(f.value, ApiError):
             error = f.value
         else:
             log.failure("method {m} failed", f, m=name)
