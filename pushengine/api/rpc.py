@@ -40,6 +40,7 @@ log = Logger()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 MAX_STRING = 1024
 MAX_ITEMS = 100
+_ID_LIMIT = strictjson.MAX_SAFE_INTEGER
 
 # ``shortcut(params, caller)``: the call prepared from positional params it
 # has fully checked, or None to let the method's function answer it
@@ -159,8 +160,6 @@ def _valid_id(value: Any) -> bool:
 
 def _id_bytes(id_: Any) -> bytes:
     """A valid id (``_valid_id``) as JSON bytes."""
-    if type(id_) is int:
-        return b"%d" % id_
     return _encoder.encode(id_).encode("utf-8")
 
 
@@ -209,14 +208,26 @@ class Dispatcher:
     def _one(self, call: Any, caller: Caller | None) -> Answered:
         """Run one call: its answer (NOTHING for a notification), or a
         Deferred firing with it."""
-        form, id_ = _form(call)
-        if form == "invalid":
-            return RpcAnswer(self._error_text(InvalidRequest(_why_invalid(call)), id_, True))
-        modern = form == "modern"
-        notification = modern and "id" not in call
+        if type(call) is dict and type(id_ := call.get("id")) is int \
+                and -_ID_LIMIT <= id_ <= _ID_LIMIT and call.get("jsonrpc") == "2.0" \
+                and type(call.get("method")) is str:
+            modern, notification = True, False  # the common form, as _form finds it
+        else:
+            form, id_ = _form(call)
+            if form == "invalid":
+                return RpcAnswer(self._error_text(InvalidRequest(_why_invalid(call)), id_,
+                                                  True))
+            modern = form == "modern"
+            notification = modern and "id" not in call
         name: str = call["method"]
+        params = call.get("params")
+        method = self.methods.get(name)
         try:
-            result = self._run(name, call.get("params"), caller)
+            if method is not None and method.shortcut is not None and type(params) is list \
+                    and (run := method.shortcut(params, caller)) is not None:
+                result = run()      # the params fully checked by the method itself
+            else:
+                result = self._run(method, name, params, caller)
         except Exception:
             return self._failed(Failure(), name, id_, modern, notification)
         # (Deferred is an abc.Awaitable: isinstance is slow, and mostly False)
@@ -226,16 +237,11 @@ class Dispatcher:
                                        errbackArgs=(name, id_, modern, notification))
         return self._answered(result, name, id_, modern, notification)
 
-    def _run(self, name: str, params: Any, caller: Caller | None) -> Any:
-        """The method's result: through its shortcut when it takes the
-        params, else with every param checked and matched to its name."""
-        method = self.methods.get(name)
+    def _run(self, method: Method | None, name: str, params: Any,
+             caller: Caller | None) -> Any:
+        """The method's result with every param checked and matched to its name."""
         if method is None:
             raise MethodNotFound(f"unknown method {name[:100]!r}")
-        if method.shortcut is not None and type(params) is list:
-            run = method.shortcut(params, caller)
-            if run is not None:
-                return run()
         why = strictjson.problem(params, max_string=method.max_string,
                                  max_items=method.max_items)
         if why is not None:
@@ -265,7 +271,8 @@ class Dispatcher:
                 log.error("an answer held text that is not Unicode; answered an error instead")
                 return self._whole_error(ApiError("internal error"))
         if modern:
-            return RpcAnswer(b'{"jsonrpc":"2.0","result":%s,"id":%s}' % (data, _id_bytes(id_)))
+            return RpcAnswer(b'{"jsonrpc":"2.0","result":%s,"id":%s}' % (
+                data, b"%d" % id_ if type(id_) is int else _id_bytes(id_)))
         return RpcAnswer(b"[" + data + b"]")
 
     def _failed(self, f: Failure, name: str, id_: Any, modern: bool,

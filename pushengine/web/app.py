@@ -115,9 +115,8 @@ class WebApp:
         if body is None:
             return self.too_large
         result = self.dispatcher.handle(body, caller)
-        if type(result) is RpcAnswer:
+        if isinstance(result, RpcAnswer):     # (a plain class: no slow isinstance)
             return rpc_answer(result)
-        assert isinstance(result, Deferred)
         return result.addCallback(rpc_answer)
 
     def publish(self, call: HttpCall, caller: Caller) -> Answer:
@@ -184,8 +183,11 @@ class CallResource(Resource):
 
         def write(answer: HttpAnswer) -> None:
             if not finished:
-                request.write(self._head(request, answer))
-                request.finish()
+                try:
+                    request.write(self._head(request, answer))
+                    request.finish()
+                except Exception:
+                    log.failure("writing the answer to {path} failed", path=request.path)
 
         def failed(f: Failure) -> None:
             if f.check(CancelledError):
@@ -194,15 +196,16 @@ class CallResource(Resource):
             if not finished:
                 request.write(HttpPolicy.path_answer(request, 500, INTERNAL_ERROR))
                 request.finish()
-        result.addCallbacks(write, failed).addErrback(
-            lambda f: log.failure("writing an answer failed", f))
+        result.addCallbacks(write, failed)
         return NOT_DONE_YET
 
     def _head(self, request: Request, answer: HttpAnswer) -> bytes:
         """Set the answer's status and headers; its body."""
-        self.policy.cors(request)
+        for name, value in self.policy.cors_headers:
+            request.setHeader(name, value)
         request.setHeader(b"cache-control", b"no-store")
-        request.setResponseCode(answer.status)
+        if answer.status != 200:
+            request.setResponseCode(answer.status)
         request.setHeader(b"content-type", JSON)
         for name, value in answer.headers:
             request.setHeader(name, value)

@@ -34,7 +34,8 @@ from twisted.web.server import Site
 from pushengine.api.caller import Caller
 from pushengine.web.outbox import Outbox
 from pushengine.web.policy import (
-    INTERNAL_ERROR, HttpPolicy, closing_answer, error_body, status_line, too_large_message)
+    INTERNAL_ERROR, SEGMENT_UPLOADS, HttpPolicy, closing_answer, error_body, status_line,
+    too_large_message)
 from pushengine.web.routes import CallHandler, HttpAnswer, RouteTable
 from pushengine.web.sendnow import send_now
 from pushengine.web.timing import Clock, Timer
@@ -283,7 +284,8 @@ class FastChannel(Protocol):
         length = lengths[0] if lengths is not None else None
         policy = self.factory.policy
         limit = policy.max_body
-        if policy.upload(r.method, r.path) and length is not None \
+        if r.path.startswith(SEGMENT_UPLOADS) and policy.upload(r.method, r.path) \
+                and length is not None \
                 and length.isdigit() and not self.busy and not self.waiting:
             # a segment upload (SPEC 15, up to 1 GiB): never buffered here;
             # twisted.web behind spools it to a file as it arrives
@@ -364,16 +366,18 @@ class FastChannel(Protocol):
         if type(result) is HttpAnswer:  # answered at once (Deferred's isinstance is slow)
             self._write(r, result.status, result.body, result.headers)
             return
-        assert isinstance(result, Deferred)
         self.answering = result
         result.addCallbacks(self._answered, self._failed, callbackArgs=(r,),
-                            errbackArgs=(r,)).addErrback(self._lost, r)
+                            errbackArgs=(r,))
 
     def _answered(self, answer: HttpAnswer, r: _Request) -> None:
         self.answering = None
         if self.closing:
             return
-        self._write(r, answer.status, answer.body, answer.headers)
+        try:
+            self._write(r, answer.status, answer.body, answer.headers)
+        except Exception:
+            self._lost(Failure(), r)
 
     def _failed(self, failure: Any, r: _Request) -> None:
         self.answering = None
@@ -383,7 +387,7 @@ class FastChannel(Protocol):
         self._write(r, 500, INTERNAL_ERROR)
 
     def _lost(self, failure: Failure, r: _Request) -> None:
-        """Writing an answer failed: the connection cannot go on."""
+        """Writing an answer that came later failed: the connection cannot go on."""
         log.failure("writing the answer to {path} failed", failure, path=r.path)
         self.factory.outbox.abort(self.transport)
 
@@ -574,7 +578,7 @@ class FastSite:
         answer (forwarding, a Bearer token, an Origin) is the connection's
         plain caller, found once per connection."""
         headers = r.headers
-        if not self.policy.plain(headers):
+        if not self.policy.caller_headers.isdisjoint(headers):
             return self.policy.caller(channel.peer, headers)
         caller = channel.plain_caller
         if caller is None:

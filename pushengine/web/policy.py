@@ -171,11 +171,9 @@ class HttpPolicy:
         return self._origin is None or origin is None or origin == self._origin
 
     # -- callers ------------------------------------------------------------------------
-    @staticmethod
-    def plain(headers: Mapping[bytes, Any]) -> bool:
-        """No header that could make its caller another than its
-        connection's other plain requests (forwarding, a token, an Origin)."""
-        return CALLER_HEADERS.isdisjoint(headers)
+    # a request with none of these headers (forwarding, a token, an Origin)
+    # has the caller of every other such request from the same peer
+    caller_headers = CALLER_HEADERS
 
     def caller(self, peer: str, headers: Mapping[bytes, list[bytes]]) -> Caller:
         """The caller of a request with ``headers`` (lower-case names) from
