@@ -31,7 +31,7 @@ WebSocket's messages as well (``api/rpc.py``, ``admit``).
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from twisted.web.http import parse_qs
 
@@ -234,5 +234,3 @@ class HttpPolicy:
         request.setHeader(b"content-type", JSON)
         return body
 
-
-HeaderLookup = Callable[[bytes], "list[bytes] | None"]
