@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from klein import Klein
 from klein.interfaces import IKleinRequest
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -32,7 +32,7 @@ from pushengine.api.publishing import Publisher, PublishAnswer
 from pushengine.api.rpc import Dispatcher, RpcAnswer
 from pushengine.core.limits import retry_after
 from pushengine.web.policy import (
-    INTERNAL_ERROR, JSON, HttpPolicy, first, json_bytes, path_error, query_of,
+    INTERNAL_ERROR, JSON, KEY_HEADER, HttpPolicy, first, json_bytes, path_error, query_of,
     rpc_error, stream_error)
 from pushengine.web.routes import Answer, CallHandler, HttpAnswer, HttpCall, Route, RouteTable
 from pushengine.web.static import StaticFiles, static_root
@@ -109,7 +109,7 @@ class WebApp:
     def jsonrpc(self, call: HttpCall, caller: Caller) -> Answer:
         policy = self.policy
         if policy.api_keys.required and not policy.key_allowed(
-                call.query, call.header(b"x-api-key")):
+                call.query, call.header(KEY_HEADER)):
             return self.key_refused
         body = call.content()
         if body is None:
@@ -121,9 +121,9 @@ class WebApp:
 
     def publish(self, call: HttpCall, caller: Caller) -> Answer:
         answer = self.publisher.handle(call.content(), caller)
-        if isinstance(answer, Deferred):
-            return answer.addCallback(publish_answer)
-        return publish_answer(answer)
+        if isinstance(answer, PublishAnswer):
+            return publish_answer(answer)
+        return answer.addCallback(publish_answer)
 
     # -- pages (twisted.web) -----------------------------------------------------------
     def preflight(self, request: Request) -> bytes:

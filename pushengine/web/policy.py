@@ -42,6 +42,7 @@ from pushengine.web.clients import CALLER_HEADERS, ClientAddresses
 
 JSON = b"application/json"
 RPC_PATH = b"/api/jsonrpc"
+KEY_HEADER = b"x-api-key"
 SEGMENT_UPLOADS = b"/api/segments/"
 KEY_REQUIRED = "a valid API key is required (apikey or X-Api-Key)"
 FOREIGN_ORIGIN = "this origin may not open a stream"
@@ -156,8 +157,8 @@ class HttpPolicy:
 
     # -- API keys and origins -------------------------------------------------------
     def key_allowed(self, query: bytes, header: bytes | None) -> bool:
-        """The key presented in the query (``apikey``) or else in
-        ``X-Api-Key``, where keys are configured."""
+        """The key presented in the query (``apikey``) or else in the
+        ``X-Api-Key`` header (``KEY_HEADER``), where keys are configured."""
         if not self.api_keys.required:
             return True
         presented = None
@@ -207,7 +208,7 @@ class HttpPolicy:
                       channel)
 
     def request_key_allowed(self, request: WebRequest) -> bool:
-        return self.key_allowed(query_of(request.uri), first(request, b"x-api-key"))
+        return self.key_allowed(query_of(request.uri), first(request, KEY_HEADER))
 
     def refuse_stream(self, request: WebRequest) -> bytes | None:
         """The answer to a stream (SSE, WebSocket) that may not open: the key
