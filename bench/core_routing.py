@@ -117,7 +117,7 @@ def bench_get_events(rounds: int, waiting: int) -> dict:
     size = 0
     t0 = time.perf_counter()
     for _ in range(rounds):
-        size = len(dispatcher.handle(body))
+        size = len(dispatcher.handle(body).body)
     elapsed = time.perf_counter() - t0
     return {"scenario": f"get_events, {waiting} events waiting (dispatcher only)",
             "answers/s": rounds / elapsed, "answer bytes": size}

@@ -4,76 +4,87 @@ With ``--publish-key`` a request must carry ``Authorization: Bearer <key>``;
 without one, only loopback clients may publish, and never a web page (a
 request with an ``Origin``). The body is decoded by the one strict decoder;
 a body with any bad change publishes nothing and names every bad change.
-``Publisher.handle`` answers ``(status, body, headers)`` or a Deferred of it;
-twisted.web and the fast HTTP path both serve it.
+``Publisher.handle`` answers a ``PublishAnswer`` (status, JSON value,
+headers) or a Deferred of it; the edge serves it on both HTTP fronts.
 """
 from __future__ import annotations
 
 import hmac
-from typing import Any
+from typing import Any, NamedTuple
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from pushengine.api.caller import Caller
 from pushengine.core.changes import MalformedChange, changes_from_json, decode_json
-from pushengine.core.interfaces import FeedUnavailable
+from pushengine.core.interfaces import ChangeFeed, FeedUnavailable
 
 log = Logger()
-Answer = tuple[int, dict, dict]
+
+
+class PublishAnswer(NamedTuple):
+    """An HTTP status, the JSON value of the body, and the answer's headers."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
 
 
 class Publisher:
-    def __init__(self, feed: Any, id_fields: dict[str, str] | None = None,
+    def __init__(self, feed: ChangeFeed, id_fields: dict[str, str] | None = None,
                  publish_key: str | None = None) -> None:
         self.feed = feed
         self.id_fields = id_fields or {}
         self.publish_key = publish_key
 
-    def refusal(self, caller: Caller) -> Answer | None:
+    def refusal(self, caller: Caller) -> PublishAnswer | None:
         """Who may publish, judged before the body is read."""
         if self.publish_key:
             if caller.bearer is None or not hmac.compare_digest(
                     caller.bearer.encode("utf-8", "surrogateescape"),
                     self.publish_key.encode("utf-8", "surrogateescape")):
-                return (401, {"error": "publishing needs Authorization: Bearer <publish key>"},
-                        {"www-authenticate": "Bearer"})
+                return PublishAnswer(
+                    401, {"error": "publishing needs Authorization: Bearer <publish key>"},
+                    {"www-authenticate": "Bearer"})
             return None
         if caller.from_page:
             # a web page in a visitor's browser on this machine must not
             # publish through it: browsers send Origin with such requests
-            return 403, {"error": "no publish key is configured: "
-                                  "requests from web pages are refused"}, {}
+            return PublishAnswer(403, {"error": "no publish key is configured: "
+                                                "requests from web pages are refused"}, {})
         if not caller.loopback:
-            return 403, {"error": "no publish key is configured: "
-                                  "only loopback clients may publish"}, {}
+            return PublishAnswer(403, {"error": "no publish key is configured: "
+                                                "only loopback clients may publish"}, {})
         return None
 
-    def handle(self, body: bytes | None, caller: Caller) -> Answer | Deferred:
+    def handle(self, body: bytes | None,
+               caller: Caller) -> PublishAnswer | Deferred[PublishAnswer]:
         refused = self.refusal(caller)
         if refused is not None:
             return refused
         if body is None:
-            return 413, {"error": "the request body is too large"}, {}
+            return PublishAnswer(413, {"error": "the request body is too large"}, {})
         try:
             data, checked = decode_json(body)
         except MalformedChange as e:
-            return 400, {"error": str(e)}, {}
+            return PublishAnswer(400, {"error": str(e)}, {})
         changes, errors = changes_from_json(data, self.id_fields, checked)
         if errors:
-            return 400, {"error": "malformed change", "details": errors[:20]}, {}
+            return PublishAnswer(400, {"error": "malformed change", "details": errors[:20]}, {})
         if not changes:
-            return 400, {"error": "no changes in the body"}, {}
+            return PublishAnswer(400, {"error": "no changes in the body"}, {})
         d = maybeDeferred(self.feed.publish, changes)
 
-        def published(count: int) -> Answer:
-            return 200, {"accepted": count}, {}
+        def published(count: int) -> PublishAnswer:
+            return PublishAnswer(200, {"accepted": count}, {})
 
-        def failed(f) -> Answer:
+        def failed(f: Failure) -> PublishAnswer:
             if f.check(FeedUnavailable):
                 log.warn("publishing {n} changes refused: {why}", n=len(changes),
                          why=f.getErrorMessage())
             else:
                 log.failure("publishing {n} changes failed", f, n=len(changes))
-            return 503, {"error": "the change feed is not available; retry"}, {"retry-after": "1"}
+            return PublishAnswer(503, {"error": "the change feed is not available; retry"},
+                                 {"retry-after": "1"})
         return d.addCallbacks(published, failed)

@@ -1,32 +1,36 @@
 """JSON-RPC 2.0 (and the legacy answer form) over any transport.
 
 ``Dispatcher.handle(body, caller)`` decodes a request body, runs each call and
-gives the encoded answer (or a Deferred of it when a call waits). Results that
-are ``RawJSON`` (or ``RawUTF8``, bytes) are spliced in as they are, so events
-encoded once are not encoded again. An object with a string ``method`` and no ``jsonrpc`` member is
-legacy: its answer is ``[result]`` and its error ``{"faultCode": ...,
-"faultString": ...}``; every other invalid element gets a JSON-RPC 2.0 error.
-Each element of a batch is validated and answered on its own (section 7 of the
-JSON-RPC 2.0 specification): one bad element never fails the others, and a
-readable id is echoed in every error.
+gives an ``RpcAnswer``: the answer's bytes with the status a transport says it
+with (or a Deferred of it when a call waits). Results that are ``RawJSON``
+(or ``RawUTF8``, bytes) are spliced in as they are, so events encoded once
+are not encoded again. An object with a string ``method`` and no ``jsonrpc``
+member is legacy: its answer is ``[result]`` and its error ``{"faultCode":
+..., "faultString": ...}``; every other invalid element gets a JSON-RPC 2.0
+error. Each element of a batch is validated and answered on its own (section
+7 of the JSON-RPC 2.0 specification): one bad element never fails the
+others, and a readable id is echoed in every error.
 
 Everything a call holds is checked before it runs (``strictjson.problem``):
 no lone surrogates, no NaN/Infinity, numbers finite, nesting at most 64
 levels, strings at most ``max_string`` characters, lists at most
-``max_items`` elements. A caller that passes its call rate gets error 1007
-for every call, and the answer is a ``Refusal`` (HTTP 429 with Retry-After).
+``max_items`` elements; a method's ``shortcut`` may take that check over for
+the calls it fully checks itself. A caller that passes its call rate gets
+error 1007 for every call, and the answer has status 429 with the seconds
+to wait.
 """
 from __future__ import annotations
 
 import inspect
 import json
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 from twisted.internet.defer import CancelledError, Deferred, gatherResults, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from pushengine.api.caller import Caller
 from pushengine.core import strictjson
 from pushengine.core.errors import (
     ApiError, BadParams, InvalidRequest, MethodNotFound, ParseError, RateLimited)
@@ -38,6 +42,10 @@ MAX_STRING = 1024
 MAX_ITEMS = 100
 _ID_LIMIT = strictjson.MAX_SAFE_INTEGER
 
+# ``shortcut(params, caller)``: the call prepared from positional params it
+# has fully checked, or None to let the method's function answer it
+Shortcut = Callable[[list[Any], Any], Union[Callable[[], Any], None]]
+
 
 def encode(value: Any) -> str:
     if isinstance(value, RawJSON):
@@ -47,29 +55,53 @@ def encode(value: Any) -> str:
     return _encoder.encode(value)
 
 
-class Refusal(bytes):
-    """An answer that refuses the whole request for a while: the transport
-    says so with its own status (HTTP 429 and ``Retry-After``)."""
+class RpcAnswer:
+    """What a request is answered: ``body``, the encoded answer (None when
+    nothing is to be sent: notifications, a client gone); ``status``, how an
+    HTTP transport says it (200; 204 without a body; 429 when the whole
+    request is refused for a while); ``retry_after``, the seconds to wait
+    with a 429. A WebSocket sends the body alone."""
 
-    status = 429
-    retry_after = 1
+    __slots__ = ("body", "status", "retry_after")
+
+    def __init__(self, body: bytes | None, status: int = 200,
+                 retry_after: float | None = None) -> None:
+        self.body = body
+        self.status = status
+        self.retry_after = retry_after
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RpcAnswer):
+            return NotImplemented
+        return (self.body, self.status, self.retry_after) == \
+            (other.body, other.status, other.retry_after)
+
+    def __hash__(self) -> int:
+        return hash((self.body, self.status, self.retry_after))
+
+    def __repr__(self) -> str:
+        return f"RpcAnswer({self.body!r}, {self.status}, {self.retry_after})"
+
+
+NOTHING = RpcAnswer(None, 204)
+Answered = Union[RpcAnswer, "Deferred[RpcAnswer]"]
 
 
 class Method:
     """A callable with the names of its parameters, for named params."""
 
-    def __init__(self, func: Callable, names: list[str] | None = None,
+    def __init__(self, func: Callable[..., Any], names: list[str] | None = None,
                  required: int | None = None, with_caller: bool = False,
                  max_string: int = MAX_STRING, max_items: int = MAX_ITEMS,
-                 shortcut: Callable[[list, Any], Callable[[], Any] | None] | None = None
-                 ) -> None:
+                 shortcut: Shortcut | None = None) -> None:
         """``with_caller``: ``func`` takes the caller (who sent the call, as
         the transport knows it) as its first argument, before the params.
         ``max_string`` / ``max_items`` bound the strings and lists of params.
         ``shortcut(params, caller)``: for a method called far more often than
         the others (every long-poll is a ``session.get_events``), the call
         prepared from a list of positional params it has fully checked, or
-        None to let ``func`` answer it (see ``Dispatcher._shortcut``)."""
+        None to let ``func`` answer it; a prepared call skips the generic
+        checks of the params (``Dispatcher._run``), nothing else."""
         self.func = func
         self.shortcut = shortcut
         self.with_caller = with_caller
@@ -88,7 +120,7 @@ class Method:
 
     def call(self, params: Any, caller: Any = None) -> Any:
         if params is None:
-            args: list = []
+            args: list[Any] = []
         elif isinstance(params, list):
             args = params
         elif isinstance(params, dict):
@@ -126,239 +158,176 @@ def _valid_id(value: Any) -> bool:
     return strictjson.safe_id(value)
 
 
+def _id_bytes(id_: Any) -> bytes:
+    """A valid id (``_valid_id``) as JSON bytes."""
+    return _encoder.encode(id_).encode("utf-8")
+
+
 class Dispatcher:
     def __init__(self, methods: dict[str, Method], max_batch: int = 100,
                  on_error: Callable[[int], None] | None = None,
-                 admit: Callable[[Any, int], float] | None = None) -> None:
+                 admit: Callable[[Caller | None, int], float] | None = None) -> None:
         """``admit(caller, calls)`` → seconds to wait (0: go ahead) is asked
         once per request with the number of calls in it."""
         self.methods = methods
         self.max_batch = max_batch
-        self.on_error = on_error or (lambda code: None)
+        self.on_error: Callable[[int], None] = on_error or (lambda code: None)
         self.admit = admit
 
-    def handle(self, body: bytes, caller: Any = None) -> bytes | None | Deferred:
-        """The answer's bytes, or None when nothing is to be sent; a Deferred
-        firing with either when a call waits (a long-poll, a store query).
-        Calls that answer at once cost no Deferred at all: every poll is one.
-        ``caller`` is who sent the body, as the transport knows it."""
+    def handle(self, body: bytes, caller: Caller | None = None) -> Answered:
+        """The answer (``RpcAnswer``), or a Deferred firing with it when a
+        call waits (a long-poll, a store query). Calls that answer at once
+        cost no Deferred at all: every poll is one. ``caller`` is who sent
+        the body, as the transport knows it."""
         try:
-            # each call is judged on its own (problem, below): no scan here
+            # each call is judged on its own (_run): no scan here
             request, _ = strictjson.decode(body, judge=False)
         except strictjson.UnsafeJSON as e:
             return self._whole_error(ParseError(f"parse error: {e}"))
-        if type(request) is dict:
-            answer = self._shortcut(request, caller)
-            if answer is not None:
-                return answer
-        calls = request if isinstance(request, list) else [request]
-        if isinstance(request, list):
+        batch = type(request) is list
+        if batch:
             if not request:
                 return self._whole_error(InvalidRequest("an empty batch"))
             if len(request) > self.max_batch:
                 return self._whole_error(InvalidRequest(
                     f"a batch may hold at most {self.max_batch} calls"))
         if self.admit is not None:
-            wait = self.admit(caller, len(calls))
+            wait = self.admit(caller, len(request) if batch else 1)
             if wait > 0:
                 return self._refuse(request, RateLimited(retry_after=wait))
-        if isinstance(request, list):
-            answers = [self._one(call, caller) for call in request]
-            if any(isinstance(a, Deferred) for a in answers):
-                d = gatherResults([a if isinstance(a, Deferred) else succeed(a)
-                                   for a in answers])
-                return d.addCallback(self._join)
-            return self._join(answers)
-        answer = self._one(request, caller)
-        if isinstance(answer, Deferred):
-            return answer.addCallback(self._utf8)
-        return self._utf8(answer)
+        if not batch:
+            return self._one(request, caller)
+        answers = [self._one(call, caller) for call in request]
+        if any(isinstance(a, Deferred) for a in answers):
+            d = gatherResults([a if isinstance(a, Deferred) else succeed(a)
+                               for a in answers])
+            return d.addCallback(self._join)
+        return self._join(answers)          # type: ignore[arg-type]
 
-    def _shortcut(self, call: dict, caller: Any) -> bytes | Deferred | None:
-        """The answer of a lone call whose method has a shortcut, without the
-        generic path's layers (a walk of every value, named params, closures,
-        a chain of callbacks): the same bytes, or None to take that path.
-
-        Only the plainest shape is taken: an object with exactly ``jsonrpc``
-        "2.0" (or none: the legacy form), ``method``, ``params`` as a list and
-        an ``id`` that is an integer within ±2**53 or an ASCII string of at
-        most ``MAX_STRING`` characters; the method's shortcut checks the
-        params themselves. The call is admitted (the client's call rate)
-        only once it is known to be taken, so that nothing counts twice."""
-        name = call.get("method")
-        if type(name) is not str:
-            return None
-        method = self.methods.get(name)
-        if method is None or method.shortcut is None:
-            return None
-        id_ = call.get("id")
-        params = call.get("params")
-        modern = "jsonrpc" in call
-        if type(params) is not list or len(call) != (4 if modern else 3) \
-                or (modern and call["jsonrpc"] != "2.0"):
-            return None
-        if type(id_) is int:
-            if not -_ID_LIMIT <= id_ <= _ID_LIMIT:
-                return None
-            id_text = b"%d" % id_
-        elif type(id_) is str and len(id_) <= MAX_STRING and id_.isascii():
-            id_text = _encoder.encode(id_).encode()
+    # -- one call -------------------------------------------------------------------
+    def _one(self, call: Any, caller: Caller | None) -> Answered:
+        """Run one call: its answer (NOTHING for a notification), or a
+        Deferred firing with it."""
+        if type(call) is dict and type(id_ := call.get("id")) is int \
+                and -_ID_LIMIT <= id_ <= _ID_LIMIT and call.get("jsonrpc") == "2.0" \
+                and type(call.get("method")) is str:
+            modern, notification = True, False  # the common form, as _form finds it
         else:
-            return None
-        run = method.shortcut(params, caller)
-        if run is None:
-            return None
-        if self.admit is not None:
-            wait = self.admit(caller, 1)
-            if wait > 0:
-                return self._refuse(call, RateLimited(retry_after=wait))
+            form, id_ = _form(call)
+            if form == "invalid":
+                return RpcAnswer(self._error_text(InvalidRequest(_why_invalid(call)), id_,
+                                                  True))
+            modern = form == "modern"
+            notification = modern and "id" not in call
+        name: str = call["method"]
+        params = call.get("params")
+        method = self.methods.get(name)
         try:
-            result = run()
+            if method is not None and method.shortcut is not None and type(params) is list \
+                    and (run := method.shortcut(params, caller)) is not None:
+                result = run()      # the params fully checked by the method itself
+            else:
+                result = self._run(method, name, params, caller)
         except Exception:
-            return self._shortcut_failed(Failure(), name, id_, modern)
+            return self._failed(Failure(), name, id_, modern, notification)
         # (Deferred is an abc.Awaitable: isinstance is slow, and mostly False)
         if type(result) is not RawUTF8 and isinstance(result, Deferred):
-            return result.addCallbacks(self._framed, self._shortcut_failed,
-                                       callbackArgs=(id_, id_text, modern),
-                                       errbackArgs=(name, id_, modern))
-        return self._framed(result, id_, id_text, modern)
+            return result.addCallbacks(self._answered, self._failed,
+                                       callbackArgs=(name, id_, modern, notification),
+                                       errbackArgs=(name, id_, modern, notification))
+        return self._answered(result, name, id_, modern, notification)
 
-    def _framed(self, result: Any, id_: Any, id_text: bytes, modern: bool) -> bytes:
-        """A shortcut's result (``RawJSON``, or JSON-ready values) in its
-        answer; errors as the generic path gives them (``_one``, ``_utf8``)."""
+    def _run(self, method: Method | None, name: str, params: Any,
+             caller: Caller | None) -> Any:
+        """The method's result with every param checked and matched to its name."""
+        if method is None:
+            raise MethodNotFound(f"unknown method {name[:100]!r}")
+        why = strictjson.problem(params, max_string=method.max_string,
+                                 max_items=method.max_items)
+        if why is not None:
+            raise BadParams(f"params: {why}" if not why.startswith("[") else f"params{why}")
+        return method.call(params, caller)
+
+    def _answered(self, result: Any, name: str, id_: Any, modern: bool,
+                  notification: bool) -> RpcAnswer:
+        """A result (``RawUTF8``, ``RawJSON`` or JSON-ready values) framed
+        as the call's answer."""
+        if notification:
+            return NOTHING
         if type(result) is RawUTF8:     # a poll's events, as bytes already
-            if modern:
-                return b'{"jsonrpc":"2.0","result":%s,"id":%s}' % (result, id_text)
-            return b"[" + result + b"]"
-        try:
-            text = encode(result)
-        except (TypeError, ValueError):
-            log.error("a shortcut returned a value that is not JSON")
-            return self._error_text(ApiError("internal error"), id_, modern).encode()
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:
-            log.error("an answer held text that is not Unicode; answered an error instead")
-            return self._whole_error(ApiError("internal error"))
+            data: bytes = result
+        else:
+            try:
+                text = encode(result)
+            except (TypeError, ValueError):
+                log.error("method {m} returned a value that is not JSON", m=name)
+                return RpcAnswer(self._error_text(ApiError("internal error"), id_, modern))
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:
+                # nothing that is stored may hold a lone surrogate (strictjson
+                # refuses it at every door); should one slip through, the client
+                # gets an error, never bytes that are not UTF-8
+                log.error("an answer held text that is not Unicode; answered an error instead")
+                return self._whole_error(ApiError("internal error"))
         if modern:
-            return b'{"jsonrpc":"2.0","result":%s,"id":%s}' % (data, id_text)
-        return b"[" + data + b"]"
+            return RpcAnswer(b'{"jsonrpc":"2.0","result":%s,"id":%s}' % (
+                data, b"%d" % id_ if type(id_) is int else _id_bytes(id_)))
+        return RpcAnswer(b"[" + data + b"]")
 
-    def _shortcut_failed(self, f: Failure, name: str, id_: Any, modern: bool) -> bytes | None:
-        return self._utf8(self._failure_text(f, name, id_, modern))
-
-    def _failure_text(self, f: Failure, name: str, id_: Any, modern: bool,
-                      notification: bool = False) -> str | None:
+    def _failed(self, f: Failure, name: str, id_: Any, modern: bool,
+                notification: bool) -> RpcAnswer:
         """The error answer of a call that failed: its own ApiError, or a
-        logged "internal error" that tells nothing; None when nothing is to
-        be sent (the client went away, or the call was a notification)."""
+        logged "internal error" that tells nothing; NOTHING when nothing is
+        to be sent (the client went away, or the call was a notification).
+        A call refused for a limit of its client (1007) says so with 429."""
         if f.check(CancelledError):
-            return None
-        if f.check(ApiError):
+            return NOTHING
+        if isinstance(f.value, ApiError):
             error = f.value
         else:
             log.failure("method {m} failed", f, m=name)
             error = ApiError("internal error")
         if notification:
-            return None
-        text = self._error_text(error, id_, modern)
+            return NOTHING
+        body = self._error_text(error, id_, modern)
         if isinstance(error, RateLimited):
-            text = _Limited(text)
-            text.retry_after = error.retry_after
-        return text
+            return RpcAnswer(body, 429, error.retry_after)
+        return RpcAnswer(body)
 
-    def _refuse(self, request: Any, error: RateLimited) -> Refusal:
+    # -- whole requests -----------------------------------------------------------------
+    def _refuse(self, request: Any, error: RateLimited) -> RpcAnswer:
         """Error 1007 for every call of the request, nothing run."""
-        calls = request if isinstance(request, list) else [request]
+        calls = request if type(request) is list else [request]
         texts = []
         for call in calls:
             form, id_ = _form(call)
             texts.append(self._error_text(error, id_, form != "legacy"))
-        text = texts[0] if not isinstance(request, list) else "[" + ",".join(texts) + "]"
-        answer = Refusal(text.encode("utf-8"))
-        answer.retry_after = error.retry_after
-        return answer
+        body = texts[0] if type(request) is not list else b"[" + b",".join(texts) + b"]"
+        return RpcAnswer(body, 429, error.retry_after)
 
-    def _whole_error(self, error: ApiError) -> bytes:
-        return self._error_text(error, None, modern=True).encode("utf-8")
+    def _whole_error(self, error: ApiError) -> RpcAnswer:
+        return RpcAnswer(self._error_text(error, None, modern=True))
 
-    def _error_text(self, error: ApiError, id_: Any, modern: bool) -> str:
+    def _error_text(self, error: ApiError, id_: Any, modern: bool) -> bytes:
         self.on_error(error.code)
         if modern:
-            return _encoder.encode({"jsonrpc": "2.0", "error": {
-                "code": error.code, "message": error.message}, "id": id_})
-        return _encoder.encode({"faultCode": error.code, "faultString": error.message})
-
-    def _one(self, call: Any, caller: Any = None) -> str | None | Deferred:
-        """Run one call: its encoded answer, None (a notification), or a
-        Deferred firing with either."""
-        form, id_ = _form(call)
-        if form == "invalid":
-            return self._error_text(InvalidRequest(_why_invalid(call)), id_, True)
-        modern = form == "modern"
-        notification = modern and "id" not in call
-        method_name = call["method"]
-
-        def answered(result: Any) -> str | None:
-            if notification:
-                return None
-            try:
-                text = encode(result)
-            except (TypeError, ValueError):
-                log.error("method {m} returned a value that is not JSON", m=method_name)
-                return self._error_text(ApiError("internal error"), id_, modern)
-            if modern:
-                return '{"jsonrpc":"2.0","result":%s,"id":%s}' % (text, _encoder.encode(id_))
-            return "[" + text + "]"
-
-        def failed(f: Failure) -> str | None:
-            return self._failure_text(f, method_name, id_, modern, notification)
-
-        method = self.methods.get(method_name)
+            value: dict[str, Any] = {"jsonrpc": "2.0", "error": {
+                "code": error.code, "message": error.message}, "id": id_}
+        else:
+            value = {"faultCode": error.code, "faultString": error.message}
         try:
-            if method is None:
-                raise MethodNotFound(f"unknown method {method_name[:100]!r}")
-            params = call.get("params")
-            why = strictjson.problem(params, max_string=method.max_string,
-                                     max_items=method.max_items)
-            if why is not None:
-                raise BadParams(f"params: {why}" if not why.startswith("[") else
-                                f"params{why}")
-            result = method.call(params, caller)
-        except Exception:
-            return failed(Failure())
-        if isinstance(result, Deferred):
-            return result.addCallbacks(answered, failed)
-        return answered(result)
-
-    def _utf8(self, answer: str | None) -> bytes | None:
-        if answer is None:
-            return None
-        if isinstance(answer, _Limited):
-            # a lone call refused for a limit of its client: the whole answer is a refusal
-            refusal = Refusal(answer.encode("utf-8"))
-            refusal.retry_after = answer.retry_after
-            return refusal
-        try:
-            return answer.encode("utf-8")
+            return _encoder.encode(value).encode("utf-8")
         except UnicodeEncodeError:
-            # nothing that is stored may hold a lone surrogate (strictjson
-            # refuses it at every door); should one slip through, the client
-            # gets an error, never bytes that are not UTF-8
-            log.error("an answer held text that is not Unicode; answered an error instead")
-            return self._whole_error(ApiError("internal error"))
+            # a message that quotes what a client sent with a lone surrogate
+            log.error("an error held text that is not Unicode; answered an internal error")
+            return self._error_text(ApiError("internal error"), None, True)
 
-    def _join(self, answers: list) -> bytes | None:
-        answers = [a for a in answers if a is not None]
-        if not answers:
-            return None
-        return b"[" + b",".join(self._utf8(str(a)) for a in answers) + b"]"
-
-
-class _Limited(str):
-    """An error answer for a call refused by a limit of its client."""
-
-    retry_after = 1.0
+    def _join(self, answers: list[RpcAnswer]) -> RpcAnswer:
+        bodies = [a.body for a in answers if a.body is not None]
+        if not bodies:
+            return NOTHING
+        return RpcAnswer(b"[" + b",".join(bodies) + b"]")
 
 
 def _form(call: Any) -> tuple[str, Any]:

@@ -22,6 +22,7 @@ from pushengine.feeds.memory import MemoryFeed
 from pushengine.core.limits import CallRate
 from pushengine.memcache import MemcacheClient, build_cache
 from pushengine.memcache.online import OnlineCounter
+from pushengine.api.publishing import Publisher
 from pushengine.api.rpc import Dispatcher
 from pushengine.core.sessions import SessionSettings
 from pushengine.stores.memory import MemoryStore
@@ -29,7 +30,9 @@ from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.spec import load_catalog
 from pushengine.web.app import WebApp
 from pushengine.web.clients import ClientAddresses
+from pushengine.web.policy import HttpPolicy
 from pushengine.web.request import limited_request_factory
+from pushengine.web.routes import Route
 
 log = Logger()
 
@@ -137,30 +140,39 @@ class Node:
         self.sources["clients"] = _ClientFigures(self.call_rate, self.engine.sessions.per_client)
         self.collector = metrics.EngineCollector(self.engine, options["node-id"], reactor,
                                                  self.sources, self.rpc_errors)
-        clients = ClientAddresses(options["trusted-proxies"])
-        self.web = WebApp(self.dispatcher, self.feed, self.engine,
-                          metrics.make_registry(self.collector), self.health,
-                          ApiKeys.from_options(options["api-key"], options["api-keys"]),
-                          options["publish-key"], options["cors-origin"],
-                          self.catalog.id_fields, clients, self._streams(clients))
-        if self.admin_hub is not None:
-            from pushengine.web.admin import AdminPage
-            self.web.admin = AdminPage()
+        self.policy = HttpPolicy(ApiKeys.from_options(options["api-key"], options["api-keys"]),
+                                 options["cors-origin"],
+                                 ClientAddresses(options["trusted-proxies"]),
+                                 options["max-body"], options["max-segment-body"])
+        self.publisher = Publisher(self.feed, self.catalog.id_fields, options["publish-key"])
         from pushengine.web.segments import SegmentsResource
-        self.web.segments = SegmentsResource(self.segments, self.web, reactor,
-                                             options["segment-min"])
+        self.segment_uploads = SegmentsResource(self.segments, self.policy, self.publisher,
+                                                reactor, options["segment-min"])
+        registry = metrics.make_registry(self.collector)
 
-    def _streams(self, clients: ClientAddresses) -> dict[bytes, Any]:
-        """The streaming transports: SSE and WebSocket, one resource each."""
-        from pushengine.web.guard import Guard
+        def render_metrics() -> tuple[bytes, bytes]:
+            return metrics.CONTENT_TYPE.encode(), metrics.render(registry)
+        self.web = WebApp(self.policy, self.dispatcher, self.publisher, self.health,
+                          render_metrics, self._routes())
+
+    def _routes(self) -> list[Route]:
+        """The routes beside the node's own (``web.app``): the streaming
+        transports (SSE, WebSocket), the segment uploads and, with
+        ``--admin-key``, the admin page."""
         from pushengine.transports.sse import EventsResource
         from pushengine.transports.websocket import WebSocketResource
-        options = self.options
-        guard = Guard(ApiKeys.from_options(options["api-key"], options["api-keys"]),
-                      options["cors-origin"], clients)
-        return {b"/api/events": EventsResource(self.api, guard, self.reactor),
-                b"/api/ws": WebSocketResource(self.dispatcher, self.engine.sessions, guard,
-                                              self.reactor, options["max-body"])}
+        sse = EventsResource(self.api, self.policy, self.reactor)
+        ws = WebSocketResource(self.dispatcher, self.engine.sessions, self.policy, self.reactor,
+                               self.options["max-body"])
+        routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream"),
+                  Route.resource("/api/ws", ws, ("GET",), shape="stream"),
+                  Route.resource("/api/segments", self.segment_uploads, shape="stream"),
+                  Route.resource("/api/segments/", self.segment_uploads, branch=True,
+                                 shape="stream")]
+        if self.admin_hub is not None:
+            from pushengine.web.admin import AdminPage
+            routes.append(Route.get("/admin/", AdminPage().serve, branch=True))
+        return routes
 
     def _bloom(self) -> None:
         """Scalable Bloom filters (SPEC section 14), in Redis with --redis
@@ -352,9 +364,8 @@ class Node:
         if self.options["http"] != "fast":
             return site
         from pushengine.web.fastpath import FastSite
-        return FastSite(site, self.web, self.reactor, self.options["max-body"],
-                        self.options["header-timeout"], self.options["idle-timeout"],
-                        max_segment_body=self.options["max-segment-body"])
+        return FastSite(site, self.web.table, self.policy, self.reactor,
+                        self.options["header-timeout"], self.options["idle-timeout"])
 
     def site(self) -> Site:
         """The HTTP site: header deadline, idle timeout between requests, body
@@ -367,10 +378,9 @@ class Node:
                           reactor=self.reactor, parsePOSTFormSubmission=False)
         site.protocol = deadline_protocol(self.options["header-timeout"])
         site.access_log = bool(self.options["access-log"])
-        site.requestFactory = limited_request_factory(self.options["max-body"],
-                                                      self.options["max-segment-body"])
+        site.requestFactory = limited_request_factory(self.policy)
         # a segment upload is judged before its body is spooled (SPEC 15)
-        site.requestFactory = self.web.segments.request_factory(site.requestFactory)
+        site.requestFactory = self.segment_uploads.request_factory(site.requestFactory)
         site.displayTracebacks = False
         site.noisy = False
         return site

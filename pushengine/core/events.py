@@ -21,6 +21,9 @@ class Fragment(str):
     the event: sessions queue the object itself (no per-session copy), and
     streams write the same bytes."""
 
+    utf8: bytes
+    key: str | None
+
     def __new__(cls, text: str, key: str | None = None) -> "Fragment":
         self = super().__new__(cls, text)
         self.utf8 = text.encode("utf-8")

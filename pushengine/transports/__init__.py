@@ -8,6 +8,7 @@ interface (``pushengine.core.sessions.Delivery``):
 - ``sse``: Server-Sent Events, ``GET /api/events``;
 - ``websocket``: JSON-RPC both ways, ``GET /api/ws``.
 
-``guard`` holds what every transport checks before it serves a request: the
-API key, the browser origin, CORS headers, the client's identity.
+What every transport checks before it serves a request (the API key, the
+browser origin, CORS headers, the client's identity) is the edge's policy,
+``pushengine.web.policy``; each route is an entry of ``pushengine.web.routes``.
 """

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
+
+from pushengine.web.timing import Clock, Timer
 
 log = Logger()
 
@@ -29,12 +30,12 @@ class Pingable(Protocol):
 class Heartbeat:
     """The streams of one transport and the one timer that pings them."""
 
-    def __init__(self, clock: IReactorTime, interval: float, sweeps: int = 3) -> None:
+    def __init__(self, clock: Clock, interval: float, sweeps: int = 3) -> None:
         self.clock = clock
         self.interval = interval
         self.step = interval / sweeps
         self.streams: set[Pingable] = set()
-        self.timer: IDelayedCall | None = None
+        self.timer: Timer | None = None
         self.pings = 0
 
     def add(self, stream: Pingable) -> None:

@@ -27,7 +27,8 @@ from twisted.web.server import NOT_DONE_YET
 
 from pushengine.core.errors import ApiError, UnknownSession
 from pushengine.core.events import DROPPED, Fragment, utf8
-from pushengine.web.guard import Guard, json_error
+from pushengine.web.policy import HttpPolicy
+from pushengine.web.timing import Clock
 from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 
@@ -131,29 +132,30 @@ class EventsResource(Resource):
 
     isLeaf = True
 
-    def __init__(self, api: Any, guard: Guard, clock: Any) -> None:
+    def __init__(self, api: Any, policy: HttpPolicy, clock: Clock) -> None:
         super().__init__()
         self.api = api
-        self.guard = guard
+        self.policy = policy
         self.clock = clock
         self.heartbeat = Heartbeat(clock, PING_INTERVAL)
 
     def render_OPTIONS(self, request: Any) -> bytes:
-        self.guard.cors(request)
+        self.policy.cors(request)
         request.setResponseCode(204)
         return b""
 
     def render_GET(self, request: Any) -> bytes | int:
-        self.guard.cors(request)
-        refused = self.guard.refuse(request)
+        self.policy.cors(request)
+        refused = self.policy.refuse_stream(request)
         if refused is not None:
             return refused
         sid = (request.args.get(b"session") or [b""])[0].decode("latin-1")
         if not sid:
-            return json_error(request, 400, -32602, "the session parameter is required")
+            return self.policy.stream_answer(request, 400, -32602,
+                                             "the session parameter is required")
         last = _last_event_id(request)
         if isinstance(last, str):
-            return json_error(request, 400, -32602, last)
+            return self.policy.stream_answer(request, 400, -32602, last)
         stream = SseStream(request, self.clock, self.api.sessions, self.heartbeat)
         try:
             result = self.api.stream(sid, stream, last)
@@ -186,16 +188,16 @@ class EventsResource(Resource):
 
     def _refused(self, request: Any, error: ApiError) -> bytes:
         if isinstance(error, UnknownSession):
-            return json_error(request, 404, 1001, "unknown session")
-        return json_error(request, 400, error.code, error.message)
+            return self.policy.stream_answer(request, 404, 1001, "unknown session")
+        return self.policy.stream_answer(request, 400, error.code, error.message)
 
     def _failed(self, request: Any, failure: Failure) -> None:
         if request.finished or getattr(request, "_disconnected", False):
             return
-        if failure.check(ApiError):
+        if isinstance(failure.value, ApiError):
             body = self._refused(request, failure.value)
         else:
             log.failure("opening an event stream failed", failure)
-            body = json_error(request, 500, -32603, "internal error")
+            body = self.policy.stream_answer(request, 500, -32603, "internal error")
         request.write(body)
         request.finish()

@@ -38,8 +38,10 @@ from wsproto.events import (
 from wsproto.handshake import H11Handshake
 from wsproto.utilities import RemoteProtocolError
 
+from pushengine.api.rpc import Dispatcher, RpcAnswer
 from pushengine.core.events import DROPPED, Fragment, utf8
-from pushengine.web.guard import Guard, json_error
+from pushengine.web.policy import HttpPolicy
+from pushengine.web.timing import Clock
 from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 
@@ -153,12 +155,15 @@ class WsConnection(StreamProducer):
         else:
             self._answer(answer)
 
-    def _answer(self, answer: bytes | None) -> None:
-        if answer is not None and not self.closed:
-            self.transport.write(text_frame(bytes(answer)))
+    def _answer(self, answer: RpcAnswer) -> None:
+        self._send(answer.body)
+
+    def _send(self, body: bytes | None) -> None:
+        if body is not None and not self.closed:
+            self.transport.write(text_frame(body))
 
     def _send_json(self, value: Any) -> None:
-        self._answer(json.dumps(value, separators=(",", ":")).encode())
+        self._send(json.dumps(value, separators=(",", ":")).encode())
 
     def ping(self, now: float) -> None:
         """A ping frame every interval keeps the socket alive through proxies."""
@@ -217,18 +222,20 @@ class WebSocketResource(Resource):
 
     isLeaf = True
 
-    def __init__(self, dispatcher: Any, sessions: Any, guard: Guard, clock: Any,
-                 max_message: int) -> None:
+    def __init__(self, dispatcher: Dispatcher, sessions: Any, policy: HttpPolicy,
+                 clock: Clock, max_message: int) -> None:
+        """``policy``: the key and the Origin rule of the HTTP API, checked
+        before the upgrade, and who the caller is."""
         super().__init__()
         self.dispatcher = dispatcher
         self.sessions = sessions
-        self.guard = guard
+        self.policy = policy
         self.clock = clock
         self.max_message = max_message
         self.heartbeat = Heartbeat(clock, PING_INTERVAL)
 
     def render_GET(self, request: Any) -> bytes | int:
-        refused = self.guard.refuse(request)
+        refused = self.policy.refuse_stream(request)
         if refused is not None:
             return refused
         handshake = H11Handshake(ConnectionType.SERVER)
@@ -238,12 +245,12 @@ class WebSocketResource(Resource):
             handshake.initiate_upgrade_connection(headers, request.path)
         except RemoteProtocolError:
             request.setHeader(b"upgrade", b"websocket")
-            return json_error(request, 426, -32600,
-                              "a WebSocket upgrade is required (Upgrade: websocket)")
+            return self.policy.stream_answer(
+                request, 426, -32600, "a WebSocket upgrade is required (Upgrade: websocket)")
         accept = handshake.send(AcceptConnection())
         ws = WsConnection(handshake.connection, self.dispatcher, self.sessions, self.clock,
                           self.max_message, request, self.heartbeat)
-        ws.caller = self.guard.caller(request, ws)
+        ws.caller = self.policy.request_caller(request, ws)
         channel = request.channel
         transport = channel.transport
         channel._protocolUpgradeForWebsockets(ws)

@@ -8,10 +8,12 @@ framing, caching and referrers.
 """
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
 
+from twisted.web.resource import Resource
+from twisted.web.server import Request
+
+from pushengine.web.policy import HttpPolicy, path_error
 from pushengine.web.static import StaticFiles, static_root
 
 # query parameter names that look like a secret
@@ -26,19 +28,19 @@ HEADERS = {
                                 b"frame-ancestors 'none'; form-action 'self'",
 }
 
+KEY_IN_URL = path_error("the admin key never goes in a URL (URLs are logged): "
+                        "open /admin/ and enter it in the page")
+
 
 class AdminPage:
     def __init__(self) -> None:
         self.files = StaticFiles(str(static_root() / "admin"))
         self.files.indexNames = ["index.html"]
 
-    def serve(self, request: Any) -> Any:
+    def serve(self, request: Request) -> Resource | bytes:
         """The resource that answers ``request`` (a file), or a JSON refusal."""
         for name, value in HEADERS.items():
             request.setHeader(name, value)
         if any(SECRET_NAMES.search(name) for name in (request.args or {})):
-            request.setResponseCode(400)
-            request.setHeader(b"content-type", b"application/json")
-            return json.dumps({"error": "the admin key never goes in a URL (URLs are logged): "
-                                        "open /admin/ and enter it in the page"}).encode()
+            return HttpPolicy.path_answer(request, 400, KEY_IN_URL)
         return self.files

@@ -1,42 +1,49 @@
-"""The HTTP routes: JSON-RPC, publish, health, metrics, static files.
+"""The node's HTTP endpoints, and klein rendering the route table for twisted.web.
+
+``WebApp`` answers the node's own routes: ``POST /api/jsonrpc`` and ``POST
+/api/publish`` (calls: the fast front answers them with the same functions),
+their CORS preflights, ``/health``, ``/metrics`` (its renderer passed in),
+the static files, ``/`` and ``/favicon.ico``. The node adds the routes of
+the streams, the segment uploads and the admin page (``app/service.py``).
+``resource()`` is the twisted.web side of the whole table: its calls run as
+on the fast front, its pages in one klein app built from it.
 
 Every answer is JSON (or Prometheus text, or a static file): unknown paths,
-wrong methods, oversized bodies and internal errors all get a JSON body, never
-an HTML page or a traceback.
+wrong methods, oversized bodies and internal errors all get a JSON body of
+their path's shape (``policy.py``), never an HTML page or a traceback.
 """
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Any, Callable, Iterable
+from urllib.parse import urlsplit
 
 from klein import Klein
-from twisted.internet.defer import CancelledError, Deferred
+from klein.interfaces import IKleinRequest
+from twisted.internet.defer import CancelledError
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
+from twisted.web.server import NOT_DONE_YET, Request
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 from werkzeug.routing import RequestRedirect
 
-from pushengine.metrics import prometheus as metrics
-from pushengine.api.auth import ApiKeys
+from pushengine.api.caller import Caller
+from pushengine.api.publishing import Publisher, PublishAnswer
+from pushengine.api.rpc import Dispatcher, RpcAnswer
 from pushengine.core.limits import retry_after
-from pushengine.api.rpc import Dispatcher, Refusal
-from pushengine.api.publishing import Publisher
-from pushengine.web.guard import Guard
-from pushengine.web.clients import ClientAddresses
+from pushengine.web.policy import (
+    INTERNAL_ERROR, JSON, KEY_HEADER, HttpPolicy, first, json_bytes, path_error, query_of,
+    rpc_error, stream_error)
+from pushengine.web.routes import Answer, CallHandler, HttpAnswer, HttpCall, Route, RouteTable
 from pushengine.web.static import StaticFiles, static_root
 
 log = Logger()
-JSON = b"application/json"
+TOO_LARGE = "the request body is too large"
+# /metrics: (content type, body) of the node's figures
+MetricsRenderer = Callable[[], tuple[bytes, bytes]]
 
 
-def _json(request, code: int, value: Any) -> bytes:
-    request.setResponseCode(code)
-    request.setHeader(b"content-type", JSON)
-    return json.dumps(value, separators=(",", ":")).encode()
-
-
-def _redirect(request, url: bytes) -> bytes:
+def _redirect(request: Request, url: bytes) -> bytes:
     """A relative redirect with an empty body (and so no content type to
     mistake). One leading slash only: ``//host/path`` would leave the site."""
     request.redirect(b"/" + url.lstrip(b"/"))
@@ -44,233 +51,267 @@ def _redirect(request, url: bytes) -> bytes:
     return b""
 
 
-class WebApp:
-    app = Klein()
+def rpc_answer(answer: RpcAnswer) -> HttpAnswer:
+    """A dispatcher's answer as HTTP says it."""
+    if answer.retry_after is not None:
+        return HttpAnswer(answer.status, answer.body or b"",
+                          ((b"Retry-After", b"%d" % retry_after(answer.retry_after)),))
+    return HttpAnswer(answer.status, answer.body or b"")
 
-    def __init__(self, dispatcher: Dispatcher, feed: Any, engine: Any,
-                 metrics_registry: Any, health: Any, api_keys: ApiKeys | None = None,
-                 publish_key: str | None = None, cors_origin: str | None = None,
-                 id_fields: dict[str, str] | None = None,
-                 clients: ClientAddresses | None = None,
-                 streams: dict[bytes, Resource] | None = None) -> None:
-        """``streams``: the streaming transports' resources by path
-        (``/api/events``, ``/api/ws``), served beside the routes."""
+
+def publish_answer(answer: PublishAnswer) -> HttpAnswer:
+    status, body, headers = answer
+    return HttpAnswer(status, json_bytes(body),
+                      tuple((k.title().encode(), v.encode()) for k, v in headers.items()))
+
+
+class WebApp:
+    """The node's own routes and the twisted.web rendering of every route."""
+
+    def __init__(self, policy: HttpPolicy, dispatcher: Dispatcher, publisher: Publisher,
+                 health: Callable[[], dict[str, Any]], metrics: MetricsRenderer,
+                 routes: Iterable[Route] = ()) -> None:
+        """``routes``: the node's other routes (streams, segment uploads,
+        the admin page), matched after these."""
+        self.policy = policy
         self.dispatcher = dispatcher
-        self.feed = feed
-        self.engine = engine
-        self.metrics_registry = metrics_registry
+        self.publisher = publisher
         self.health_report = health
-        self.api_keys = api_keys or ApiKeys()
-        self.publish_key = publish_key
-        self.cors_origin = cors_origin
-        self.id_fields = id_fields or {}
-        self.clients = clients or ClientAddresses()
-        self.guard = Guard(self.api_keys, cors_origin, self.clients)
-        self.publisher = Publisher(feed, self.id_fields, publish_key)
-        self.streams = streams or {}
+        self.render_metrics = metrics
         root = static_root()
         self.js = StaticFiles(str(root / "js"))
         self.examples = StaticFiles(str(root / "examples"))
         self.examples.indexNames = ["index.html"]
-        # the admin page (pushengine.web.admin), set by the node with --admin-key
-        self.admin: Any = None
+        self.key_refused = HttpAnswer(403, policy.key_refused)
+        self.too_large = HttpAnswer(413, rpc_error(-32600, TOO_LARGE))
+        self.table = RouteTable([*self.routes(), *routes])
+        self._resource = EdgeResource(self.table, policy)
 
-    def resource(self):
-        return Root(self, self.app.resource())
+    def routes(self) -> list[Route]:
+        return [
+            Route.post("/api/jsonrpc", self.jsonrpc, shape="rpc"),
+            Route.get("/api/jsonrpc", self.preflight, ("OPTIONS",), shape="rpc"),
+            Route.post("/api/publish", self.publish),
+            Route.get("/api/publish", self.preflight, ("OPTIONS",)),
+            Route.get("/health", self.health),
+            Route.get("/metrics", self.metrics, ("GET",)),
+            Route.get("/static/js/", self.static_js, branch=True),
+            Route.get("/examples/", self.static_examples, branch=True),
+            Route.get("/", self.root),
+            Route.get("/favicon.ico", self.favicon),
+        ]
 
-    # -- shared checks ---------------------------------------------------------
-    def _cors(self, request) -> None:
-        self.guard.cors(request)
+    def resource(self) -> Resource:
+        """The twisted.web resource of the whole route table."""
+        return self._resource
 
-    def _body(self, request) -> bytes | None:
-        if getattr(request, "body_too_large", False):
-            return None
-        request.content.seek(0)
-        return request.content.read()
-
-    # -- JSON-RPC ----------------------------------------------------------------
-    @app.route("/api/jsonrpc", methods=["POST"])
-    def jsonrpc(self, request):
-        self._cors(request)
-        request.setHeader(b"cache-control", b"no-store")
-        if not self.guard.key_allowed(request):
-            return _json(request, 403, {"jsonrpc": "2.0", "id": None, "error": {
-                "code": 1003, "message": "a valid API key is required (apikey or X-Api-Key)"}})
-        body = self._body(request)
+    # -- calls (both fronts) -------------------------------------------------------
+    def jsonrpc(self, call: HttpCall, caller: Caller) -> Answer:
+        policy = self.policy
+        if policy.api_keys.required and not policy.key_allowed(
+                call.query, call.header(KEY_HEADER)):
+            return self.key_refused
+        body = call.content()
         if body is None:
-            return _json(request, 413, {"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32600, "message": "the request body is too large"}})
-        result = self.dispatcher.handle(body, self.guard.caller(request))
+            return self.too_large
+        result = self.dispatcher.handle(body, caller)
+        if isinstance(result, RpcAnswer):     # (a plain class: no slow isinstance)
+            return rpc_answer(result)
+        return result.addCallback(rpc_answer)
 
-        def answer(text: bytes | None) -> bytes:
-            request.setHeader(b"content-type", JSON)
-            if text is None:
-                request.setResponseCode(204)
-                return b""
-            if isinstance(text, Refusal):
-                request.setResponseCode(text.status)
-                request.setHeader(b"retry-after", b"%d" % retry_after(text.retry_after))
-            return text
-        if isinstance(result, Deferred):
-            return result.addCallback(answer)
-        return answer(result)
+    def publish(self, call: HttpCall, caller: Caller) -> Answer:
+        answer = self.publisher.handle(call.content(), caller)
+        if isinstance(answer, PublishAnswer):
+            return publish_answer(answer)
+        return answer.addCallback(publish_answer)
 
-    @app.route("/api/jsonrpc", methods=["OPTIONS"])
-    @app.route("/api/publish", methods=["OPTIONS"])
-    def preflight(self, request):
-        self._cors(request)
+    # -- pages (twisted.web) -----------------------------------------------------------
+    def preflight(self, request: Request) -> bytes:
+        self.policy.cors(request)
         request.setResponseCode(204)
         return b""
 
-    # -- publish -----------------------------------------------------------------
-    @app.route("/api/publish", methods=["POST"])
-    def publish(self, request):
-        self._cors(request)
-        caller = self.guard.caller(request)
-        refused = self.publisher.refusal(caller)
-        answer = refused if refused is not None else \
-            self.publisher.handle(self._body(request), caller)
-
-        def write(answer) -> bytes:
-            status, body, headers = answer
-            for name, value in headers.items():
-                request.setHeader(name.encode(), value.encode())
-            return _json(request, status, body)
-        if isinstance(answer, Deferred):
-            return answer.addCallback(write)
-        return write(answer)
-
-    # -- operations --------------------------------------------------------------
-    @app.route("/health", methods=["GET", "HEAD"])
-    def health(self, request):
+    def health(self, request: Request) -> bytes:
         report = self.health_report()
         request.setHeader(b"cache-control", b"no-store")
-        return _json(request, 200 if report.get("status") == "ok" else 503, report)
+        return HttpPolicy.path_answer(request, 200 if report.get("status") == "ok" else 503,
+                                      json_bytes(report))
 
-    @app.route("/metrics", methods=["GET"])
-    def metrics(self, request):
-        request.setHeader(b"content-type", metrics.CONTENT_TYPE.encode())
-        return metrics.render(self.metrics_registry)
+    def metrics(self, request: Request) -> bytes:
+        content_type, body = self.render_metrics()
+        request.setHeader(b"content-type", content_type)
+        return body
 
-    # -- static files ------------------------------------------------------------
-    @app.route("/static/js/", branch=True, methods=["GET", "HEAD"])
-    def static_js(self, request):
+    def static_js(self, request: Request) -> Resource:
         return self.js
 
-    @app.route("/examples/", branch=True, methods=["GET", "HEAD"])
-    def static_examples(self, request):
+    def static_examples(self, request: Request) -> Resource:
         return self.examples
 
-    @app.route("/admin/", branch=True, methods=["GET", "HEAD"])
-    def admin_page(self, request):
-        """The admin page, or 404 when the node runs without --admin-key."""
-        if self.admin is None:
-            return _json(request, 404, {"error": "not found"})
-        return self.admin.serve(request)
-
-    @app.route("/", methods=["GET", "HEAD"])
-    def root(self, request):
+    def root(self, request: Request) -> bytes:
         return _redirect(request, b"/examples/")
 
-    @app.route("/favicon.ico", methods=["GET", "HEAD"])
-    def favicon(self, request):
+    def favicon(self, request: Request) -> bytes:
         request.setResponseCode(204)
         return b""
 
-    # -- errors as JSON ------------------------------------------------------------
-    @app.handle_errors(RequestRedirect)
-    def redirected(self, request, failure):
+
+class CallResource(Resource):
+    """A call (``Route.call``) on a twisted.web request: the answer with the
+    API's headers; a call that waits answers when it fires, or never when
+    the client goes away first (the Deferred is cancelled: a parked poll
+    drops its waiter)."""
+
+    isLeaf = True
+
+    def __init__(self, call: CallHandler, policy: HttpPolicy) -> None:
+        super().__init__()
+        self.call = call
+        self.policy = policy
+
+    def render(self, request: Request) -> bytes | int:
+        try:
+            result = self.call(_WebCall(request), self.policy.request_caller(request))
+        except Exception:
+            log.failure("unhandled error answering {path}", path=request.path)
+            return HttpPolicy.path_answer(request, 500, INTERNAL_ERROR)
+        if isinstance(result, HttpAnswer):
+            return self._head(request, result)
+        finished: list[object] = []
+        request.notifyFinish().addBoth(finished.append)
+        request.notifyFinish().addErrback(lambda _: result.cancel())
+
+        def write(answer: HttpAnswer) -> None:
+            if not finished:
+                try:
+                    request.write(self._head(request, answer))
+                    request.finish()
+                except Exception:
+                    log.failure("writing the answer to {path} failed", path=request.path)
+
+        def failed(f: Failure) -> None:
+            if f.check(CancelledError):
+                return
+            log.failure("unhandled error answering {path}", f, path=request.path)
+            if not finished:
+                request.write(HttpPolicy.path_answer(request, 500, INTERNAL_ERROR))
+                request.finish()
+        result.addCallbacks(write, failed)
+        return NOT_DONE_YET
+
+    def _head(self, request: Request, answer: HttpAnswer) -> bytes:
+        """Set the answer's status and headers; its body."""
+        for name, value in self.policy.cors_headers:
+            request.setHeader(name, value)
+        request.setHeader(b"cache-control", b"no-store")
+        if answer.status != 200:
+            request.setResponseCode(answer.status)
+        request.setHeader(b"content-type", JSON)
+        for name, value in answer.headers:
+            request.setHeader(name, value)
+        return answer.body
+
+
+class _WebCall:
+    """A twisted.web request as an ``HttpCall``."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+
+    @property
+    def query(self) -> bytes:
+        return query_of(self.request.uri)
+
+    def header(self, name: bytes) -> bytes | None:
+        return first(self.request, name)
+
+    def content(self) -> bytes | None:
+        request = self.request
+        if getattr(request, "body_too_large", False) or request.content is None:
+            return None
+        request.content.seek(0)
+        body: bytes = request.content.read()
+        return body
+
+
+class EdgeResource(Resource):
+    """The twisted.web side of the route table: its calls answered as the
+    fast front answers them (looked up by method and path, run by a
+    ``CallResource``), every other route matched and rendered by klein (one
+    klein app made of the table's pages). A call through klein's matching
+    and Deferreds would cost twice a poll's whole answer on this front."""
+
+    isLeaf = True
+
+    def __init__(self, table: RouteTable, policy: HttpPolicy) -> None:
+        super().__init__()
+        self.table = table
+        self.calls = {target: CallResource(call, policy)
+                      for target, call in table.calls().items()}
+        self.klein: Any = KleinPages(table).resource
+
+    def render(self, request: Request) -> Any:
+        call = self.calls.get((request.method, request.path))
+        if call is not None:
+            return call.render(request)
+        return self.klein.render(request)
+
+
+class KleinPages:
+    """The table's pages as one klein app (``resource``): klein matches
+    them and renders what they answer; its refusals (no such path, a wrong
+    method) are JSON of the path's shape."""
+
+    def __init__(self, table: RouteTable) -> None:
+        self.table = table
+        app = Klein()
+        for number, route in enumerate(table.routes):
+            if route.page is None:
+                continue
+            methods = list(route.methods) if route.methods is not None else None
+            app.route(route.path, methods=methods, branch=route.branch,
+                      endpoint=f"{number} {route.path}")(route.page)
+        app.handle_errors(RequestRedirect)(self.redirected)
+        app.handle_errors(NotFound)(self.not_found)
+        app.handle_errors(MethodNotAllowed)(self.not_allowed)
+        app.handle_errors(Exception)(self.internal)
+        self.app = app
+        self.resource = app.resource()
+
+    def redirected(self, request: Request, failure: Failure) -> bytes:
         # werkzeug builds an absolute URL from the Host header (which may
         # hold anything, "/" included) and drops the query: keep what follows
         # its scheme and host, and the request's own query
-        from urllib.parse import urlsplit
-
-        from klein.interfaces import IKleinRequest
-        url = failure.value.new_url
+        url: str = getattr(failure.value, "new_url", "/")
         mapper = IKleinRequest(request).mapper
         prefix = f"{mapper.url_scheme}://{mapper.get_host(None)}"
         path = url[len(prefix):] if url.startswith(prefix) else urlsplit(url).path
         path = path.partition("?")[0].partition("#")[0] or "/"
-        query = request.uri.partition(b"?")[2]
+        query = query_of(request.uri)
         return _redirect(request, path.encode("ascii", "replace")
                          + (b"?" + query if query else b""))
 
-    @app.handle_errors(NotFound)
-    def not_found(self, request, failure):
-        return _json(request, 404, {"error": "not found"})
+    def not_found(self, request: Request, failure: Failure) -> bytes:
+        if self.table.methods(request.path):       # a path of calls only
+            return self.not_allowed(request, failure)
+        return HttpPolicy.path_answer(request, 404, path_error("not found"))
 
-    @app.handle_errors(MethodNotAllowed)
-    def not_allowed(self, request, failure):
-        allowed = getattr(failure.value, "valid_methods", None) or []
+    def not_allowed(self, request: Request, failure: Failure) -> bytes:
+        allowed = self.table.methods(request.path)
         if allowed:
             request.setHeader(b"allow", ", ".join(allowed).encode())
-        return _json(request, 405, {"jsonrpc": "2.0", "id": None, "error": {
-            "code": -32600, "message": "method not allowed: use POST"}}
-            if request.path.startswith(b"/api/") else {"error": "method not allowed"})
+        shape = self.table.shape(request.path)
+        if shape == "rpc":
+            body = rpc_error(-32600, "method not allowed: use POST")
+        elif shape == "stream":
+            body = stream_error(-32600, "method not allowed: use "
+                                + " or ".join(m for m in allowed if m != "HEAD"))
+        else:
+            body = path_error("method not allowed")
+        return HttpPolicy.path_answer(request, 405, body)
 
-    @app.handle_errors(Exception)
-    def internal(self, request, failure):
+    def internal(self, request: Request, failure: Failure) -> bytes:
         log.failure("unhandled error answering {path}", failure, path=request.path)
-        return _json(request, 500, {"error": "internal error"})
-
-
-class Root(Resource):
-    """The site's root: ``POST /api/jsonrpc`` (every poll) goes straight to the
-    handler; every other request is routed by klein."""
-
-    def __init__(self, web: WebApp, routed: Resource) -> None:
-        super().__init__()
-        self.web = web
-        self.routed = routed
-
-    def getChildWithDefault(self, path: bytes, request) -> Resource:
-        if request.method == b"POST" and request.path == b"/api/jsonrpc":
-            return _RpcResource(self.web)
-        stream = self.web.streams.get(request.path)
-        if stream is not None:
-            return stream
-        segments = getattr(self.web, "segments", None)    # SPEC 15
-        if segments is not None and (request.path == b"/api/segments"
-                                     or request.path.startswith(b"/api/segments/")):
-            return segments
-        # give the whole path back to klein, which routes on it
-        request.postpath.insert(0, request.prepath.pop())
-        return self.routed
-
-    def render(self, request):
-        return self.routed.render(request)
-
-
-class _RpcResource(Resource):
-    isLeaf = True
-
-    def __init__(self, web: WebApp) -> None:
-        super().__init__()
-        self.web = web
-
-    def render_POST(self, request):
-        try:
-            result = self.web.jsonrpc(request)
-        except Exception:
-            log.failure("unhandled error answering /api/jsonrpc")
-            return _json(request, 500, {"error": "internal error"})
-        if isinstance(result, bytes):
-            return result
-        finished = []
-        request.notifyFinish().addBoth(finished.append)
-        request.notifyFinish().addErrback(lambda _: result.cancel())
-
-        def write(body: bytes) -> None:
-            if not finished:
-                request.write(body)
-                request.finish()
-
-        def failed(f) -> None:
-            if f.check(CancelledError):
-                return
-            log.failure("unhandled error answering /api/jsonrpc", f)
-            if not finished:
-                request.write(_json(request, 500, {"error": "internal error"}))
-                request.finish()
-        result.addCallbacks(write, failed)
-        return NOT_DONE_YET
+        return HttpPolicy.path_answer(request, 500, INTERNAL_ERROR)

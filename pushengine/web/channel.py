@@ -33,28 +33,21 @@ the ``callLater`` that ``HTTPFactory.buildProtocol`` puts on each channel.
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Callable
 
+from twisted.internet.protocol import connectionDone
+from twisted.python.failure import Failure
 from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
+from twisted.web.server import Request
 
+from pushengine.web.policy import closing_answer, path_error
 from pushengine.web.static import JsonError
 
 
-def _answer(status: bytes, message: str) -> bytes:
-    """A complete response that closes the connection, with a JSON body."""
-    body = json.dumps({"error": message}, separators=(",", ":")).encode()
-    return (b"HTTP/1.1 " + status + b"\r\n"
-            b"Content-Type: application/json\r\n"
-            b"Content-Length: %d\r\n"
-            b"Connection: close\r\n\r\n" % len(body)) + body
-
-
-BAD_REQUEST = _answer(b"400 Bad Request", "bad request")
-HEADERS_TOO_SLOW = _answer(b"408 Request Timeout",
-                           "the request headers did not arrive in time")
+BAD_REQUEST = closing_answer(400, path_error("bad request"))
+HEADERS_TOO_SLOW = closing_answer(408, path_error("the request headers did not arrive in time"))
 
 
 class DeadlineChannel(HTTPChannel):
@@ -78,7 +71,7 @@ class DeadlineChannel(HTTPChannel):
 
     def _headersTooSlow(self) -> None:
         self._headerCall = None
-        transport = self.transport
+        transport: Any = self.transport
         if transport is None or getattr(transport, "disconnecting", False):
             return
         transport.write(HEADERS_TOO_SLOW)
@@ -104,7 +97,7 @@ class DeadlineChannel(HTTPChannel):
         self._cancelHeaderDeadline()
         super().allHeadersReceived()
 
-    def requestDone(self, request) -> None:
+    def requestDone(self, request: Request) -> None:
         if self.persistent and self.requests and request is self.requests[0]:
             # bytes of the next request may wait in the channel's buffer (read
             # while this one was answered) or in LineReceiver's (when this one
@@ -116,7 +109,7 @@ class DeadlineChannel(HTTPChannel):
                 self._betweenRequests = True
         super().requestDone(request)
 
-    def connectionLost(self, reason) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._cancelHeaderDeadline()
         self._betweenRequests = False
         super().connectionLost(reason)
@@ -124,7 +117,8 @@ class DeadlineChannel(HTTPChannel):
     # -- JSON for what twisted.web refuses itself -----------------------------------
     def _respondToBadRequestAndDisconnect(self) -> None:
         self._cancelHeaderDeadline()
-        self.transport.write(BAD_REQUEST)
+        transport: Any = self.transport
+        transport.write(BAD_REQUEST)
         self.loseConnection()
 
     def lineLengthExceeded(self, line: bytes) -> None:
@@ -172,11 +166,13 @@ def _host_name(name: bytes) -> bool:
 
 
 class _UrlGuard(Resource):
-    """Passes every request to ``inner`` unless its path holds a bad
+    """Renders every request with ``inner`` unless its path holds a bad
     percent-escape or is not UTF-8 once decoded, or its ``Host`` is no host
     name: those get a JSON 400 (klein would log a traceback for some and
-    answer them in plain text or HTML)."""
+    answer them in plain text or HTML). A leaf: ``inner`` routes the whole
+    path itself."""
 
+    isLeaf = True
     bad_url = JsonError(400, "bad URL: a path that is not percent-encoded UTF-8")
     bad_host = JsonError(400, "bad Host header")
 
@@ -185,8 +181,9 @@ class _UrlGuard(Resource):
         self.inner = inner
         self._good_hosts: dict[bytes, bool] = {}
 
-    def _refusal(self, segments: list[bytes], request) -> Resource | None:
-        if _BAD_ESCAPE.search(request.path) or not all(_utf8(s) for s in segments):
+    def _refusal(self, request: Request) -> JsonError | None:
+        path = request.path
+        if _BAD_ESCAPE.search(path) or not all(_utf8(s) for s in request.postpath or ()):
             return self.bad_url
         host = request.getRequestHostname()
         known = self._good_hosts.get(host)
@@ -197,14 +194,8 @@ class _UrlGuard(Resource):
             self._good_hosts[host] = known
         return None if known else self.bad_host
 
-    def getChildWithDefault(self, path: bytes, request) -> Resource:
-        refusal = self._refusal([path, *request.postpath], request)
-        if refusal is not None:
-            return refusal
-        return self.inner.getChildWithDefault(path, request)
-
-    def render(self, request):
-        refusal = self._refusal(request.postpath, request)
+    def render(self, request: Request) -> Any:
+        refusal = self._refusal(request)
         if refusal is not None:
             return refusal.render(request)
         return self.inner.render(request)

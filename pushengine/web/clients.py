@@ -11,11 +11,12 @@ client can write one.
 from __future__ import annotations
 
 import ipaddress
-from typing import Iterable
+from typing import Callable, Iterable
 
 from pushengine.api.caller import Caller
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 def parse_networks(text: str | Iterable[str] | None) -> list[Network]:
@@ -23,7 +24,7 @@ def parse_networks(text: str | Iterable[str] | None) -> list[Network]:
     if not text:
         return []
     items = text.split(",") if isinstance(text, str) else list(text)
-    networks = []
+    networks: list[Network] = []
     for item in items:
         item = item.strip()
         if not item:
@@ -35,7 +36,7 @@ def parse_networks(text: str | Iterable[str] | None) -> list[Network]:
     return networks
 
 
-def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+def _address(text: str) -> Address | None:
     text = text.strip()
     if text.startswith("[") and "]" in text:          # [v6]:port
         text = text[1:text.index("]")]
@@ -50,15 +51,14 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 class ClientAddresses:
-    """Finds the client address of a request: a twisted.web request
-    (``of``, ``caller``, ``is_loopback``), or the peer and headers a bare
-    HTTP channel parsed (``caller_of``: headers by lower-case name)."""
+    """Finds who sent a request: its address, through the trusted proxies,
+    from its TCP peer and its headers (``HttpPolicy`` asks, for both fronts)."""
 
     def __init__(self, trusted: Iterable[Network] = ()) -> None:
         self.trusted = list(trusted)
         self._peers: dict[str, tuple[str, bool, bool]] = {}
 
-    def _trusted(self, address) -> bool:
+    def _trusted(self, address: Address) -> bool:
         return any(address.version == n.version and address in n for n in self.trusted)
 
     def _peer(self, host: str) -> tuple[str, bool, bool]:
@@ -79,7 +79,9 @@ class ClientAddresses:
                 relayed: bool) -> tuple[str, bool]:
         """(client address, loopback) for a peer ``host`` and the
         ``X-Forwarded-For`` lines of its request; ``relayed``: the request
-        carries any forwarding header."""
+        carries any forwarding header. A request relayed by a proxy that is
+        not trusted is no loopback client: behind a reverse proxy on the
+        same host the peer is loopback for every visitor."""
         text, trusted, loopback = self._peer(host)
         if not trusted:
             # an untrusted loopback peer relaying for someone is no loopback client
@@ -93,37 +95,16 @@ class ClientAddresses:
                 return str(address), address.is_loopback
         return text, loopback
 
-    def _resolve_request(self, request) -> tuple[str, bool]:
-        host = getattr(request.getClientAddress(), "host", None) or ""
-        headers = request.requestHeaders
-        return self.resolve(host, headers.getRawHeaders(b"x-forwarded-for") or [],
-                            any(headers.hasHeader(h) for h in _FORWARDING))
-
-    def of(self, request) -> str:
-        """The client's address as text (the peer's when nothing better is known)."""
-        return self._resolve_request(request)[0]
-
-    def is_loopback(self, request) -> bool:
-        """A client on this machine. A request relayed by a proxy that is not
-        trusted (it carries forwarding headers) is not: behind a reverse
-        proxy on the same host the peer is loopback for every visitor."""
-        return self._resolve_request(request)[1]
-
-    def caller(self, request) -> Caller:
-        """Who sent ``request``: its address, whether it is loopback, the
-        Bearer token it presented, whether a web page sent it."""
-        address, loopback = self._resolve_request(request)
-        auth = request.requestHeaders.getRawHeaders(b"authorization")
+    def caller(self, host: str, header: Callable[[bytes], list[bytes] | None]) -> Caller:
+        """Who sent a request from the TCP peer ``host``; ``header(name)``
+        gives the request's values of a header (None when it has none): its
+        address, whether it is loopback, the Bearer token it presented,
+        whether a web page sent it."""
+        address, loopback = self.resolve(host, header(b"x-forwarded-for") or [],
+                                         any(header(h) is not None for h in _FORWARDING))
+        auth = header(b"authorization")
         return Caller(address, loopback, bearer_token(auth[0] if auth else None),
-                      request.requestHeaders.hasHeader(b"origin"))
-
-    def caller_of(self, host: str, headers: dict[bytes, list[bytes]]) -> Caller:
-        """The Caller of a request a bare HTTP channel parsed."""
-        address, loopback = self.resolve(host, headers.get(b"x-forwarded-for") or [],
-                                         any(h in headers for h in _FORWARDING))
-        auth = headers.get(b"authorization")
-        return Caller(address, loopback, bearer_token(auth[0] if auth else None),
-                      b"origin" in headers)
+                      header(b"origin") is not None)
 
 
 def bearer_token(header: bytes | None) -> str | None:
@@ -136,6 +117,6 @@ def bearer_token(header: bytes | None) -> str | None:
 
 
 _FORWARDING = (b"x-forwarded-for", b"forwarded", b"x-real-ip")
-# every request header caller_of reads: a request with none of them has the
+# every request header ClientAddresses.caller reads: a request with none of them has the
 # same Caller as any other from the same peer
 CALLER_HEADERS = frozenset(_FORWARDING + (b"authorization", b"origin"))

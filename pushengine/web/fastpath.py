@@ -3,36 +3,42 @@
 Every poll is one HTTP request and answer, and twisted.web's fixed cost per
 answer (a Request object, header objects, producers, klein) bounded how fast
 the engine could answer them. This channel parses requests with httptools
-(node's llhttp parser) and answers ``POST /api/jsonrpc`` and
-``POST /api/publish`` itself, each answer one piece of bytes; answers to
-what a turn of the reactor read leave together at its end (``outbox.py``),
-what a change causes leaves at once (``FastChannel.send``). Every
+(node's llhttp parser) and answers the calls of the route table
+(``routes.py``: ``POST /api/jsonrpc`` and ``POST /api/publish``) itself,
+with the functions twisted.web runs for them, each answer one piece of
+bytes; answers to what a turn of the reactor read leave together at its end
+(``outbox.py``), what a change causes leaves at once (``FastChannel.send``). Every
 other request — static files, /health, /metrics, SSE, the WebSocket upgrade,
 OPTIONS — is handed, whole, to a twisted.web channel of the same site that
 lives behind this one for the connection's life; its answer goes straight to
 the client. HTTP stays whole on both paths: keep-alive and pipelining (answers
 in request order), Content-Length and chunked bodies, 413 from the
 Content-Length before a body byte is read, 400 on malformed requests (JSON),
-``Expect: 100-continue``, the header deadline and the idle timeout, the
-client's address through trusted proxies, CORS and API keys.
+``Expect: 100-continue``, the header deadline and the idle timeout; the
+client's address, CORS, the body limits and the error answers are the edge's
+policy (``policy.py``), as on twisted.web.
 """
 from __future__ import annotations
 
-import json
 from collections import deque
-from typing import Any
+from typing import Any, Callable, Iterable, Sequence
 
 import httptools
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.http import HTTPChannel
+from twisted.web.server import Site
 
-from pushengine.core.limits import retry_after
-from pushengine.api.rpc import Refusal
-from pushengine.web.clients import CALLER_HEADERS
+from pushengine.api.caller import Caller
 from pushengine.web.outbox import Outbox
+from pushengine.web.policy import (
+    INTERNAL_ERROR, SEGMENT_UPLOADS, HttpPolicy, closing_answer, error_body, status_line,
+    too_large_message)
+from pushengine.web.routes import CallHandler, HttpAnswer, RouteTable
 from pushengine.web.sendnow import send_now
+from pushengine.web.timing import Clock, Timer
 
 log = Logger()
 
@@ -40,18 +46,14 @@ MAX_URL = 16 * 1024
 MAX_HEAD = 16 * 1024
 MAX_HEADERS = 500
 MAX_WAITING = 16          # parsed requests queued behind one being answered
-_REASONS = {200: b"OK", 204: b"No Content", 400: b"Bad Request", 401: b"Unauthorized",
-            403: b"Forbidden", 408: b"Request Timeout", 413: b"Request Entity Too Large",
-            429: b"Too Many Requests", 500: b"Internal Server Error",
-            503: b"Service Unavailable"}
-
-
-def _status_line(status: int) -> bytes:
-    return b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))
+Headers = Sequence[tuple[bytes, bytes]]
 
 
 class _Request:
-    __slots__ = ("method", "url", "path", "headers", "body", "size", "too_large",
+    """A parsed request; to a call (``routes.HttpCall``) its query, headers
+    and body."""
+
+    __slots__ = ("method", "url", "path", "headers", "parts", "size", "too_large",
                  "keep_alive", "upgrade", "head_size", "version", "count", "streamed")
 
     def __init__(self) -> None:
@@ -59,7 +61,7 @@ class _Request:
         self.url = b""
         self.path = b""
         self.headers: dict[bytes, list[bytes]] = {}
-        self.body: list[bytes] = []
+        self.parts: list[bytes] = []
         self.size = 0
         self.too_large = False
         self.keep_alive = True
@@ -72,6 +74,14 @@ class _Request:
     def header(self, name: bytes) -> bytes | None:
         values = self.headers.get(name)
         return values[0] if values else None
+
+    @property
+    def query(self) -> bytes:
+        return self.url.partition(b"?")[2]
+
+    def content(self) -> bytes:
+        parts = self.parts
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def head(self, length: int) -> bytes:
         """The request line and headers for the channel behind, the body to
@@ -93,7 +103,7 @@ class _Request:
                 continue
             for value in values:
                 lines.append(name + b": " + value)
-        body = b"".join(self.body)
+        body = b"".join(self.parts)
         if body or self.method in (b"POST", b"PUT", b"PATCH"):
             lines.append(b"content-length: %d" % len(body))
         return b"\r\n".join(lines) + b"\r\n\r\n" + body
@@ -103,14 +113,14 @@ class _Relay:
     """The transport of the twisted.web channel behind a FastChannel: what it
     writes goes to the client; closing closes the client's connection."""
 
-    def __init__(self, front: "FastChannel") -> None:
+    def __init__(self, front: FastChannel) -> None:
         self.front = front
         self.disconnecting = False
 
     def write(self, data: bytes) -> None:
         self.front.send(data)
 
-    def writeSequence(self, data) -> None:
+    def writeSequence(self, data: Iterable[bytes]) -> None:
         self.front.send(b"".join(data))
 
     def loseConnection(self) -> None:
@@ -120,13 +130,13 @@ class _Relay:
     def abortConnection(self) -> None:
         self.front.factory.outbox.abort(self.front.transport)
 
-    def getPeer(self):
+    def getPeer(self) -> Any:
         return self.front.transport.getPeer()
 
-    def getHost(self):
+    def getHost(self) -> Any:
         return self.front.transport.getHost()
 
-    def registerProducer(self, producer, streaming) -> None:
+    def registerProducer(self, producer: Any, streaming: bool) -> None:
         self.front.transport.registerProducer(producer, streaming)
 
     def unregisterProducer(self) -> None:
@@ -145,14 +155,16 @@ class _Relay:
 class FastChannel(Protocol):
     """One client connection (see the module docstring)."""
 
-    def __init__(self, factory: "FastSite") -> None:
+    transport: Any                      # a TCP connection (or a test's transport)
+
+    def __init__(self, factory: FastSite) -> None:
         self.factory = factory
         self.parser = httptools.HttpRequestParser(self)
         self.request: _Request | None = None
         self.waiting: deque[_Request] = deque()
         self.busy = False               # an answer is being made
-        self.answering: Deferred | None = None
-        self.behind: HTTPChannel | None = None
+        self.answering: Deferred[HttpAnswer] | None = None
+        self.behind: Any = None           # the twisted.web HTTPChannel, once needed
         self.upgraded = False
         self.closing = False
         self.refused: _Refused | None = None   # why a parser callback stopped the parser
@@ -160,12 +172,12 @@ class FastChannel(Protocol):
         # clears the flag, arming again resets the same timer (a reset to a
         # later time costs the reactor nothing; a cancel and a new timer cost
         # two heap operations among every connection's timers)
-        self.header_timer: Any = None
+        self.header_timer: Timer | None = None
         self.header_armed = False
-        self.idle_timer: Any = None
+        self.idle_timer: Timer | None = None
         self.idle_armed = False
         self.peer = ""
-        self.plain_caller: Any = None    # the Caller of requests without caller headers
+        self.plain_caller: Caller | None = None   # of requests without caller headers
         self.reading = False             # in dataReceived: answers wait for the turn's end
 
     # -- connection ------------------------------------------------------------
@@ -198,7 +210,7 @@ class FastChannel(Protocol):
         except httptools.HttpParserCallbackError:
             refused, self.refused = self.refused, None
             if refused is not None:
-                self._fail(refused.status, refused.message, refused.rpc)
+                self._fail(refused.status, refused.message, refused.path)
             elif not self.closing:
                 log.failure("a request failed to parse")
                 self._fail(400, "bad request")
@@ -237,12 +249,14 @@ class FastChannel(Protocol):
 
     def on_url(self, url: bytes) -> None:
         r = self.request
+        assert r is not None            # (every callback comes after on_message_begin)
         r.url += url
         if len(r.url) > MAX_URL:
             raise self._refuse(400, "the request line is too long")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         r = self.request
+        assert r is not None
         r.head_size += len(name) + len(value) + 4
         r.count += 1
         if r.head_size > MAX_HEAD or r.count > MAX_HEADERS:
@@ -256,6 +270,7 @@ class FastChannel(Protocol):
 
     def on_headers_complete(self) -> None:
         r = self.request
+        assert r is not None
         parser = self.parser
         self.header_armed = False       # the headers came: the deadline fires for nothing
         r.method = parser.get_method()
@@ -265,17 +280,16 @@ class FastChannel(Protocol):
         # only an Upgrade header (or CONNECT) makes an upgrade
         r.upgrade = (b"upgrade" in headers or r.method == b"CONNECT") and parser.should_upgrade()
         r.path = r.url.split(b"?", 1)[0] if b"?" in r.url else r.url
-        length = headers.get(b"content-length")
-        if length is not None:
-            length = length[0]
-        limit = self.factory.max_body
-        segment = self.factory.max_segment_body
-        if segment is not None and r.method == b"POST" \
-                and r.path.startswith(b"/api/segments/") and length is not None \
+        lengths = headers.get(b"content-length")
+        length = lengths[0] if lengths is not None else None
+        policy = self.factory.policy
+        limit = policy.max_body
+        if r.path.startswith(SEGMENT_UPLOADS) and policy.upload(r.method, r.path) \
+                and length is not None \
                 and length.isdigit() and not self.busy and not self.waiting:
             # a segment upload (SPEC 15, up to 1 GiB): never buffered here;
             # twisted.web behind spools it to a file as it arrives
-            limit = max(segment, limit)
+            limit = policy.body_limit(r.method, r.path)
             if int(length) <= limit:
                 r.streamed = True
                 self.busy = True
@@ -286,8 +300,7 @@ class FastChannel(Protocol):
                 return
         if length is not None and length.isdigit() and int(length) > limit:
             # answered before a byte of the body is read; the connection closes
-            raise self._refuse(413, f"the request body is too large (at most {limit} bytes)",
-                           rpc=r.path == b"/api/jsonrpc")
+            raise self._refuse(413, too_large_message(limit), r.path)
         expect = headers.get(b"expect")
         if expect is not None and expect[0].lower() == b"100-continue" and not self.busy \
                 and not self.waiting:
@@ -295,18 +308,19 @@ class FastChannel(Protocol):
 
     def on_body(self, body: bytes) -> None:
         r = self.request
+        assert r is not None
         if r.streamed:
             self.behind.dataReceived(body)
             return
         r.size += len(body)
-        if r.size > self.factory.max_body:
-            raise self._refuse(413, f"the request body is too large "
-                                f"(at most {self.factory.max_body} bytes)",
-                           rpc=r.path == b"/api/jsonrpc")
-        r.body.append(body)
+        limit = self.factory.policy.max_body
+        if r.size > limit:
+            raise self._refuse(413, too_large_message(limit), r.path)
+        r.parts.append(body)
 
     def on_message_complete(self) -> None:
         r, self.request = self.request, None
+        assert r is not None
         if r.streamed:
             return                      # handed on as it came; answered from behind
         if r.upgrade:
@@ -341,52 +355,56 @@ class FastChannel(Protocol):
                 self._serve(r)
             except Exception:
                 log.failure("answering {path} failed", path=r.path)
-                self._write(r, 500, b'{"error":"internal error"}')
+                self._write(r, 500, INTERNAL_ERROR)
 
     def _serve(self, r: _Request) -> None:
-        route = self.factory.routes.get((r.method, r.path))
-        if route is None:
+        call = self.factory.calls.get((r.method, r.path))
+        if call is None:
             self._hand_on(r)
             return
-        result = route(self, r)
-        if type(result) is tuple:       # answered at once (Deferred's isinstance is slow)
-            self._write(r, *result)
-        elif isinstance(result, Deferred):
-            self.answering = result
-            result.addCallbacks(self._answered, self._failed, callbackArgs=(r,),
-                                errbackArgs=(r,))
-        else:
-            self._answered(result, r)
+        result = call(r, self.factory.caller(self, r))
+        if type(result) is HttpAnswer:  # answered at once (Deferred's isinstance is slow)
+            self._write(r, result.status, result.body, result.headers)
+            return
+        self.answering = result
+        result.addCallbacks(self._answered, self._failed, callbackArgs=(r,),
+                            errbackArgs=(r,))
 
-    def _answered(self, answer: tuple, r: _Request) -> None:
+    def _answered(self, answer: HttpAnswer, r: _Request) -> None:
         self.answering = None
         if self.closing:
             return
-        status, body, headers = answer
-        self._write(r, status, body, headers)
+        try:
+            self._write(r, answer.status, answer.body, answer.headers)
+        except Exception:
+            self._lost(Failure(), r)
 
     def _failed(self, failure: Any, r: _Request) -> None:
         self.answering = None
         if failure.check(CancelledError) or self.closing:
             return
         log.failure("answering {path} failed", failure, path=r.path)
-        self._write(r, 500, b'{"error":"internal error"}')
+        self._write(r, 500, INTERNAL_ERROR)
 
-    def _write(self, r: _Request, status: int, body: bytes,
-               headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    def _lost(self, failure: Failure, r: _Request) -> None:
+        """Writing an answer that came later failed: the connection cannot go on."""
+        log.failure("writing the answer to {path} failed", failure, path=r.path)
+        self.factory.outbox.abort(self.transport)
+
+    def _write(self, r: _Request, status: int, body: bytes, headers: Headers = ()) -> None:
         if status == 200 and not headers and r.keep_alive and not self.closing:
             # the common answer (a poll's): its head is made once per site
             factory = self.factory
             self.send(factory.ok_head + b"%d" % len(body) + factory.ok_tail + body)
             self._done(False)
             return
-        parts = [_status_line(status)]
+        parts = [status_line(status)]
         if status != 204:
             parts.append(b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body))
         parts.append(b"Cache-Control: no-store\r\n")
-        for name, value in self.factory.cors_headers:
+        for name, value in self.factory.policy.cors_headers:
             parts.append(name + b": " + value + b"\r\n")
-        for name, value in headers or ():
+        for name, value in headers:
             parts.append(name + b": " + value + b"\r\n")
         close = not r.keep_alive or self.closing
         if close:
@@ -412,10 +430,12 @@ class FastChannel(Protocol):
             self._headers_on_the_clock()   # a pipelined request, partly read
 
     # -- what twisted.web answers ----------------------------------------------------
-    def _behind(self) -> HTTPChannel:
+    def _behind(self) -> Any:
+        """The twisted.web channel of this connection (made the first time
+        a request is handed on), writing through this one (``_Relay``)."""
         if self.behind is None:
-            site = self.factory.site
-            channel = HTTPChannel()
+            site: Any = self.factory.site
+            channel: Any = HTTPChannel()
             channel.factory = site
             channel.site = site
             channel.requestFactory = site.requestFactory
@@ -428,7 +448,7 @@ class FastChannel(Protocol):
             self.transport.registerProducer(channel, True)
             done = channel.requestDone
 
-            def request_done(request) -> None:
+            def request_done(request: Any) -> None:
                 done(request)
                 if not self.upgraded and not self.closing:
                     self._done()
@@ -452,10 +472,11 @@ class FastChannel(Protocol):
         if rest:
             self.behind.dataReceived(rest)
 
-    def _refuse(self, status: int, message: str, rpc: bool = False) -> "_Refused":
+    def _refuse(self, status: int, message: str, path: bytes = b"") -> _Refused:
         """The exception a parser callback raises to refuse the request; the
-        parser wraps it, so the reason is kept here too."""
-        self.refused = _Refused(status, message, rpc)
+        parser wraps it, so the reason is kept here too. ``path``: the
+        request's, when its refusal has its path's shape (a 413)."""
+        self.refused = _Refused(status, message, path)
         return self.refused
 
     # -- deadlines -------------------------------------------------------------------------
@@ -493,23 +514,18 @@ class FastChannel(Protocol):
                 timer.cancel()
         self.header_timer = self.idle_timer = None
 
-    def _fail(self, status: int, message: str, rpc: bool = False) -> None:
+    def _fail(self, status: int, message: str, path: bytes = b"") -> None:
         """Answer an error and close (the request stream is out of step)."""
         if self.closing:
             return
         self.closing = True
         self._cancel_timers()
-        if rpc:
-            body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-        else:
-            body = {"error": message}
-        data = json.dumps(body, separators=(",", ":")).encode()
-        self.send(_status_line(status) + b"Content-Type: application/json\r\n"
-                  b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(data), data))
+        self.send(closing_answer(status, error_body(path, message)))
         self.factory.outbox.close(self.transport)
 
 
-def _rearm(timer: Any, clock: Any, delay: float, call: Any) -> Any:
+def _rearm(timer: Timer | None, clock: Clock, delay: float,
+           call: Callable[[], None]) -> Timer:
     """``timer`` moved to ``delay`` seconds from now, or a new one when it
     has fired."""
     if timer is not None and timer.active():
@@ -521,41 +537,31 @@ def _rearm(timer: Any, clock: Any, delay: float, call: Any) -> Any:
 class _Refused(Exception):
     """Raised in a parser callback: answer this error and close."""
 
-    def __init__(self, status: int, message: str, rpc: bool = False) -> None:
+    def __init__(self, status: int, message: str, path: bytes = b"") -> None:
         super().__init__(message)
         self.status = status
         self.message = message
-        self.rpc = rpc
+        self.path = path
 
 
 class FastSite:
-    """The protocol factory: the fast routes in front of a twisted.web Site."""
+    """The protocol factory: the route table's calls in front of a twisted.web
+    Site, which answers every other route."""
 
-    def __init__(self, site: Any, web: Any, clock: Any, max_body: int,
-                 header_timeout: float | None, idle_timeout: float | None,
-                 max_segment_body: int | None = None) -> None:
+    def __init__(self, site: Site, routes: RouteTable, policy: HttpPolicy, clock: Clock,
+                 header_timeout: float | None, idle_timeout: float | None) -> None:
         self.site = site
-        self.max_segment_body = max_segment_body
-        self.web = web
+        self.policy = policy
+        self.calls: dict[tuple[bytes, bytes], CallHandler] = routes.calls()
         self.clock = clock
-        self.max_body = max_body
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
         self.outbox = Outbox(clock)
-        origin = web.guard.cors_origin
-        self.cors_headers = [] if not origin else [
-            (b"Access-Control-Allow-Origin", origin.encode()),
-            (b"Access-Control-Allow-Methods", b"POST, GET, OPTIONS"),
-            (b"Access-Control-Allow-Headers",
-             b"content-type, x-api-key, authorization, last-event-id"),
-            (b"Access-Control-Max-Age", b"600")]
         # a 200 JSON answer on a kept-alive connection: head, length, tail, body
-        self.ok_head = (_status_line(200) + b"Content-Type: application/json\r\n"
+        self.ok_head = (status_line(200) + b"Content-Type: application/json\r\n"
                         b"Content-Length: ")
         self.ok_tail = b"\r\nCache-Control: no-store\r\n" + b"".join(
-            name + b": " + value + b"\r\n" for name, value in self.cors_headers) + b"\r\n"
-        self.routes = {(b"POST", b"/api/jsonrpc"): self.jsonrpc,
-                       (b"POST", b"/api/publish"): self.publish}
+            name + b": " + value + b"\r\n" for name, value in policy.cors_headers) + b"\r\n"
 
     # the factory interface twisted's listening ports use
     def doStart(self) -> None:
@@ -567,57 +573,14 @@ class FastSite:
     def buildProtocol(self, addr: Any) -> FastChannel:
         return FastChannel(self)
 
-    def _caller(self, channel: FastChannel, r: _Request) -> Any:
+    def caller(self, channel: FastChannel, r: _Request) -> Caller:
         """Who sent ``r``. A request without any header that could change the
         answer (forwarding, a Bearer token, an Origin) is the connection's
         plain caller, found once per connection."""
         headers = r.headers
-        if not CALLER_HEADERS.isdisjoint(headers):
-            return self.web.guard.clients.caller_of(channel.peer, headers)
+        if not self.policy.caller_headers.isdisjoint(headers):
+            return self.policy.caller(channel.peer, headers)
         caller = channel.plain_caller
         if caller is None:
-            caller = channel.plain_caller = self.web.guard.clients.caller_of(
-                channel.peer, headers)
+            caller = channel.plain_caller = self.policy.caller(channel.peer, headers)
         return caller
-
-    def _key_allowed(self, r: _Request) -> bool:
-        keys = self.web.guard.api_keys
-        if not keys.required:
-            return True
-        presented = r.header(b"x-api-key")
-        if presented is None and b"apikey=" in r.url:
-            from urllib.parse import parse_qs
-            query = r.url.partition(b"?")[2]
-            presented = (parse_qs(query).get(b"apikey") or [None])[0]
-        return keys.allows(presented.decode("utf-8", "replace") if presented else None)
-
-    def jsonrpc(self, channel: FastChannel, r: _Request) -> Any:
-        if self.web.guard.api_keys.required and not self._key_allowed(r):
-            return 403, (b'{"jsonrpc":"2.0","id":null,"error":{"code":1003,"message":'
-                         b'"a valid API key is required (apikey or X-Api-Key)"}}'), None
-        body = r.body[0] if len(r.body) == 1 else b"".join(r.body)
-        result = self.web.dispatcher.handle(body, self._caller(channel, r))
-        if type(result) is not bytes and isinstance(result, Deferred):
-            return result.addCallback(_rpc_answer)
-        return _rpc_answer(result)
-
-    def publish(self, channel: FastChannel, r: _Request) -> Any:
-        answer = self.web.publisher.handle(b"".join(r.body), self._caller(channel, r))
-        if isinstance(answer, Deferred):
-            return answer.addCallback(_publish_answer)
-        return _publish_answer(answer)
-
-
-def _rpc_answer(text: bytes | None) -> tuple:
-    if text is None:
-        return 204, b"", None
-    if isinstance(text, Refusal):
-        return text.status, bytes(text), [(b"Retry-After",
-                                          b"%d" % retry_after(text.retry_after))]
-    return 200, text, None
-
-
-def _publish_answer(answer: tuple) -> tuple:
-    status, body, headers = answer
-    return (status, json.dumps(body, separators=(",", ":")).encode(),
-            [(k.title().encode(), v.encode()) for k, v in headers.items()])

@@ -25,6 +25,7 @@ from twisted.internet.tcp import Connection
 from twisted.logger import Logger
 
 from pushengine.web.sendnow import send_now
+from pushengine.web.timing import Clock, Timer
 
 log = Logger()
 
@@ -32,10 +33,10 @@ log = Logger()
 class Outbox:
     """Writes per connection until the end of the reactor turn."""
 
-    def __init__(self, clock: Any) -> None:
+    def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.pending: dict[Any, list[bytes]] = {}
-        self.call: Any = None
+        self.call: Timer | None = None
 
     def write(self, transport: Any, data: bytes) -> None:
         """Queue ``data`` for ``transport``, after whatever it has queued."""

@@ -18,7 +18,6 @@ dropped, and the connection closes.
 """
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -27,9 +26,11 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
+from pushengine.api.publishing import PublishAnswer, Publisher
 from pushengine.segments.parse import HASHES, SegmentError, read_segment
 from pushengine.segments.store import SegmentsUnavailable, valid_name
-from pushengine.web.request import SEGMENT_UPLOADS, LimitedRequest
+from pushengine.web.policy import SEGMENT_UPLOADS, HttpPolicy, closing_answer, json_bytes
+from pushengine.web.request import LimitedRequest
 
 log = Logger()
 MAX_UPLOADS = 2          # uploads a node works on at once
@@ -39,7 +40,7 @@ def _answer(request: Any, status: int, value: Any) -> bytes:
     request.setResponseCode(status)
     request.setHeader(b"content-type", b"application/json")
     request.setHeader(b"cache-control", b"no-store")
-    return json.dumps(value, separators=(",", ":")).encode()
+    return json_bytes(value)
 
 
 class UploadGuard:
@@ -49,7 +50,10 @@ class UploadGuard:
     ``Connection: close``; the body that follows is read and dropped (as
     LimitedRequest does for a 413) and the connection is closed after it."""
 
-    segments: "SegmentsResource"
+    segments: SegmentsResource
+    body_too_large: bool
+    channel: Any
+    requestHeaders: Any
 
     def gotLength(self, length: int | None) -> None:
         channel = self.channel
@@ -60,36 +64,36 @@ class UploadGuard:
                 refused = self.segments.refusal(self)
             except Exception:
                 log.failure("judging a segment upload failed")
-                refused = (500, {"error": {"code": "internal", "message": "internal error"}},
-                           {})
+                refused = PublishAnswer(500, {"error": {"code": "internal",
+                                                        "message": "internal error"}}, {})
             if refused is not None:
-                self._refuse_early(*refused)
+                self._refuse_early(refused)
                 length = 0
-        super().gotLength(length)
+        super().gotLength(length)   # type: ignore[misc]
 
-    def _refuse_early(self, status: int, body: dict, headers: dict) -> None:
+    def _refuse_early(self, refused: PublishAnswer) -> None:
         self.body_too_large = True      # LimitedRequest: drop the body, then close
         self.requestHeaders.removeHeader(b"expect")   # a final answer: no 100 Continue
         transport = self.channel.transport
         if transport is None:
             return
-        data = json.dumps(body, separators=(",", ":")).encode()
-        reason = {401: b"Unauthorized", 403: b"Forbidden"}.get(status, b"Error")
-        extra = b"".join(b"%s: %s\r\n" % (k.encode("latin-1").title(), v.encode("latin-1"))
-                         for k, v in headers.items())
-        transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                        b"Cache-Control: no-store\r\n%sContent-Length: %d\r\n"
-                        b"Connection: close\r\n\r\n" % (status, reason, extra, len(data))
-                        + data)
+        headers = [(b"Cache-Control", b"no-store")] + [
+            (k.encode("latin-1").title(), v.encode("latin-1"))
+            for k, v in refused.headers.items()]
+        transport.write(closing_answer(refused.status, json_bytes(refused.body), headers))
 
 
 class SegmentsResource(Resource):
     isLeaf = True
 
-    def __init__(self, store: Any, web: Any, reactor: Any, minimum: int = 100) -> None:
+    def __init__(self, store: Any, policy: HttpPolicy, publisher: Publisher, reactor: Any,
+                 minimum: int = 100) -> None:
+        """``policy`` and ``publisher``: who may use /api/segments is who may
+        publish (``Publisher.refusal``) as the edge knows the caller."""
         super().__init__()
         self.store = store
-        self.web = web
+        self.policy = policy
+        self.publisher = publisher
         self.reactor = reactor
         self.minimum = minimum
         self.uploads = 0
@@ -99,14 +103,15 @@ class SegmentsResource(Resource):
         path = request.path.decode("utf-8", "replace")
         return path[len("/api/segments/"):] if path.startswith("/api/segments/") else None
 
-    def refusal(self, request: Any) -> tuple[int, dict, dict] | None:
+    def refusal(self, request: Any) -> PublishAnswer | None:
         """None when the caller may use /api/segments, else the answer."""
-        refused = self.web.publisher.refusal(self.web.guard.caller(request))
+        refused = self.publisher.refusal(self.policy.request_caller(request))
         if refused is None:
             return None
         status, body, headers = refused
-        body = {"error": {"code": "not_authorized", "message": body.get("error", "refused")}}
-        return status, body, headers
+        return PublishAnswer(status, {"error": {"code": "not_authorized",
+                                                "message": body.get("error", "refused")}},
+                             headers)
 
     def _refused(self, request: Any) -> bytes | None:
         refused = self.refusal(request)

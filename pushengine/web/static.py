@@ -7,21 +7,24 @@ import sysconfig
 from pathlib import Path
 
 from twisted.web.resource import Resource
+from twisted.web.server import Request
 from twisted.web.static import File
+
+from pushengine.web.policy import HttpPolicy, path_error
 
 
 class JsonError(Resource):
+    """An error answer of a path that is not the API's: ``{"error": "..."}``."""
+
     isLeaf = True
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__()
         self.code = code
-        self.message = message
+        self.body = path_error(message)
 
-    def render(self, request) -> bytes:
-        request.setResponseCode(self.code)
-        request.setHeader(b"content-type", b"application/json")
-        return ('{"error":{"code":%d,"message":"%s"}}' % (self.code, self.message)).encode()
+    def render(self, request: Request) -> bytes:
+        return HttpPolicy.path_answer(request, self.code, self.body)
 
 
 class StaticFiles(File):
@@ -29,8 +32,9 @@ class StaticFiles(File):
     and never serves anything outside its folder: a symlink that leads out of
     it is answered as missing."""
 
-    childNotFound = JsonError(404, "not found")
-    forbidden = JsonError(403, "forbidden")
+    # twisted.web's own are HTML pages
+    childNotFound = JsonError(404, "not found")  # type: ignore[assignment]
+    forbidden = JsonError(403, "forbidden")  # type: ignore[assignment]
     _root: str | None = None
 
     @property
@@ -40,14 +44,14 @@ class StaticFiles(File):
             self._root = os.path.realpath(self.path)
         return self._root
 
-    def getChild(self, path: bytes, request):
+    def getChild(self, path: bytes, request: Request) -> Resource:
         if b"\x00" in path:          # no file has it; the file system would raise
             return self.childNotFound
         try:
             path.decode("utf-8")
         except UnicodeDecodeError:   # File would log it as an error
             return self.childNotFound
-        child = super().getChild(path, request)
+        child: Resource = super().getChild(path, request)
         if isinstance(child, File) and not self._inside(child.path):
             return self.childNotFound
         return child
@@ -56,15 +60,15 @@ class StaticFiles(File):
         real = os.path.realpath(path)
         return real == self.root or real.startswith(self.root.rstrip(os.sep) + os.sep)
 
-    def createSimilarFile(self, path: str):
-        child = super().createSimilarFile(path)
+    def createSimilarFile(self, path: str) -> StaticFiles:
+        child: StaticFiles = super().createSimilarFile(path)
         child._root = self.root
         return child
 
-    def directoryListing(self):
+    def directoryListing(self) -> JsonError:
         return JsonError(404, "not found")
 
-    def redirect(self, request) -> bytes:
+    def redirect(self, request: Request) -> bytes:
         """A directory asked for without its slash: a relative redirect (the
         request's own path, never its Host), without an HTML body."""
         query = request.uri.partition(b"?")[2]

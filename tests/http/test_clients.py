@@ -1,4 +1,5 @@
-"""Client addresses through trusted proxies."""
+"""Client addresses through trusted proxies, as the edge's policy finds them
+for a twisted.web request."""
 from __future__ import annotations
 
 import pytest
@@ -6,6 +7,7 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.web.http_headers import Headers
 
 from pushengine.web.clients import ClientAddresses, parse_networks
+from pushengine.web.policy import HttpPolicy
 
 
 class FakeRequest:
@@ -23,7 +25,20 @@ class FakeRequest:
         return IPv4Address("TCP", self.peer, 1234)
 
 
-TRUSTED = ClientAddresses(parse_networks("127.0.0.1/32, 10.0.0.0/8, ::1"))
+class Found:
+    """What the policy finds of a request, with these trusted proxies."""
+
+    def __init__(self, clients: ClientAddresses) -> None:
+        self.policy = HttpPolicy(clients=clients)
+
+    def of(self, request: FakeRequest) -> str:
+        return self.policy.request_caller(request).address
+
+    def is_loopback(self, request: FakeRequest) -> bool:
+        return self.policy.request_caller(request).loopback
+
+
+TRUSTED = Found(ClientAddresses(parse_networks("127.0.0.1/32, 10.0.0.0/8, ::1")))
 
 
 @pytest.mark.parametrize("peer, xff, client", [
@@ -43,11 +58,11 @@ def test_client_address(peer, xff, client):
 
 
 def test_without_trusted_proxies_the_peer_is_the_client():
-    assert ClientAddresses().of(FakeRequest("127.0.0.1", ["1.2.3.4"])) == "127.0.0.1"
+    assert Found(ClientAddresses()).of(FakeRequest("127.0.0.1", ["1.2.3.4"])) == "127.0.0.1"
 
 
 def test_loopback_through_an_untrusted_proxy_is_not_loopback():
-    plain = ClientAddresses()
+    plain = Found(ClientAddresses())
     assert plain.is_loopback(FakeRequest("127.0.0.1"))
     assert not plain.is_loopback(FakeRequest("127.0.0.1", ["203.0.113.1"]))
     assert not plain.is_loopback(FakeRequest("127.0.0.1", x_real_ip="203.0.113.1"))

@@ -147,7 +147,7 @@ def check(answer: bytes | None, expected: str | None) -> None:
 def test_section_7_example(name: str, request_text: str, expected: str | None) -> None:
     calls: list = []
     dispatcher = Dispatcher(spec_methods(calls))
-    check(dispatcher.handle(request_text.encode("utf-8")), expected)
+    check(dispatcher.handle(request_text.encode("utf-8")).body, expected)
 
 
 def test_the_notifications_of_the_examples_ran() -> None:

@@ -1,26 +1,28 @@
 """The dispatcher's shortcut for ``session.get_events`` (``Method.shortcut``).
 
-The shortcut must give exactly the generic path's answer and leave exactly
-its state, or decline: a hypothesis test sends the same generated calls to
-two nodes in the same state, one with the shortcut and one without, and
-compares the bytes, the sessions and the error counters. The unit tests pin
-what the shortcut promises on its own: it is taken, a call is admitted once,
-a refusal runs nothing, a parked poll answers later or not at all.
+A shortcut is a branch of the dispatcher's one path: it must give exactly
+the generic answer and leave exactly its state, or decline: a hypothesis
+test sends the same generated calls to two nodes in the same state, one with
+the shortcut and one without, and compares the answers (bytes, status,
+Retry-After), the sessions and the error counters. The unit tests pin what
+the shortcut promises on its own: it is taken, a call is admitted once, a
+refusal runs nothing, a parked poll answers later or not at all.
 """
 from __future__ import annotations
 
 import json
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.internet.defer import Deferred, fail
 
 from pushengine.api.caller import Caller
 from pushengine.core.changes import Change
-from pushengine.core.errors import BadParams
+from pushengine.core.errors import BadParams, RateLimited
 from pushengine.core.events import RawJSON
-from pushengine.api.rpc import Dispatcher, Method, Refusal
+from pushengine.api.rpc import NOTHING, Dispatcher, Method, RpcAnswer
 from tests.http.test_fronts import FRONTS, answers, rpc_bytes
 from tests.http.harness import ClockNode
 
@@ -136,32 +138,54 @@ def test_a_taken_call_never_reaches_the_method() -> None:
     methods, seen = poll_methods(run=lambda: RawJSON('[{"seq":1}]'))
     d = Dispatcher(methods)
     assert d.handle(b'{"jsonrpc":"2.0","id":7,"method":"poll","params":[1]}') == \
-        b'{"jsonrpc":"2.0","result":[{"seq":1}],"id":7}'
-    assert d.handle(b'{"id":"q","method":"poll","params":[1]}') == b'[[{"seq":1}]]'
+        RpcAnswer(b'{"jsonrpc":"2.0","result":[{"seq":1}],"id":7}')
+    assert d.handle(b'{"id":"q","method":"poll","params":[1]}').body == b'[[{"seq":1}]]'
     assert [kind for kind, _ in seen] == ["shortcut", "shortcut"]
 
 
 def test_a_declined_call_is_answered_by_the_method() -> None:
     methods, seen = poll_methods(run=None)
     d = Dispatcher(methods)
-    assert d.handle(b'{"jsonrpc":"2.0","id":7,"method":"poll","params":[1]}') == \
+    assert d.handle(b'{"jsonrpc":"2.0","id":7,"method":"poll","params":[1]}').body == \
         b'{"jsonrpc":"2.0","result":"generic","id":7}'
     assert seen == [("shortcut", [1]), ("func", (1,))]
 
 
 def test_shapes_the_shortcut_never_sees() -> None:
+    """Only valid calls with positional params reach a shortcut."""
     methods, seen = poll_methods(run=lambda: 1)
     d = Dispatcher(methods)
     for body in [b'{"jsonrpc":"2.0","id":1,"method":"poll","params":{"a":1}}',
-                 b'{"jsonrpc":"2.0","method":"poll","params":[1]}',            # notification
-                 b'{"jsonrpc":"2.0","id":1.5,"method":"poll","params":[1]}',
+                 b'{"jsonrpc":"2.0","id":1,"method":"poll"}',
                  b'{"jsonrpc":"2.0","id":true,"method":"poll","params":[1]}',
                  b'{"jsonrpc":"2.0","id":9007199254740993,"method":"poll","params":[1]}',
-                 b'{"jsonrpc":"2.0","id":"\xc3\xa9","method":"poll","params":[1]}',
-                 b'{"jsonrpc":"2.0","id":1,"method":"poll","params":[1],"x":0}',
-                 b'[{"jsonrpc":"2.0","id":1,"method":"poll","params":[1]}]']:
+                 b'{"jsonrpc":"1.0","id":1,"method":"poll","params":[1]}',
+                 b'[{"jsonrpc":"2.0","id":[1],"method":"poll","params":[1]}]']:
         d.handle(body)
     assert not [kind for kind, _ in seen if kind == "shortcut"]
+
+
+@pytest.mark.parametrize("body, answer", [
+    (b'{"jsonrpc":"2.0","method":"poll","params":[1]}', None),            # notification
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"poll","params":[1]}',
+     b'{"jsonrpc":"2.0","result":1,"id":1.5}'),
+    (b'{"jsonrpc":"2.0","id":"\xc3\xa9","method":"poll","params":[1]}',
+     '{"jsonrpc":"2.0","result":1,"id":"\u00e9"}'.encode()),
+    (b'{"jsonrpc":"2.0","id":1,"method":"poll","params":[1],"x":0}',
+     b'{"jsonrpc":"2.0","result":1,"id":1}'),
+    (b'[{"jsonrpc":"2.0","id":1,"method":"poll","params":[1]},{"id":2,"method":"poll",'
+     b'"params":[2]}]', b'[{"jsonrpc":"2.0","result":1,"id":1},[1]]'),
+])
+def test_every_valid_call_with_positional_params_may_take_the_shortcut(body, answer) -> None:
+    """One path: a notification, any valid id, extra members, the calls of a
+    batch reach the shortcut like the plainest call, and are answered as the
+    method would answer them."""
+    for run in (lambda: 1, None):
+        methods, seen = poll_methods(run=run, func_answer=1)
+        got = Dispatcher(methods).handle(body)
+        assert got.body == answer
+        assert "shortcut" in [kind for kind, _ in seen]
+        assert ("func" in [kind for kind, _ in seen]) == (run is None)
 
 
 def test_a_call_is_admitted_once_whichever_path_answers_it() -> None:
@@ -179,10 +203,22 @@ def test_a_refused_call_runs_nothing() -> None:
     methods, _ = poll_methods(run=lambda: ran.append(1))
     d = Dispatcher(methods, admit=lambda caller, n: 2.5)
     answer = d.handle(b'{"jsonrpc":"2.0","id":4,"method":"poll","params":[1]}')
-    assert isinstance(answer, Refusal) and answer.retry_after == 2.5
-    assert json.loads(answer) == {"jsonrpc": "2.0", "id": 4, "error": {
-        "code": 1007, "message": json.loads(answer)["error"]["message"]}}
+    assert answer.status == 429 and answer.retry_after == 2.5
+    assert json.loads(answer.body) == {"jsonrpc": "2.0", "id": 4, "error": {
+        "code": 1007, "message": json.loads(answer.body)["error"]["message"]}}
     assert not ran
+
+
+def test_a_lone_call_refused_by_a_limit_is_a_429_and_a_batch_is_not() -> None:
+    def limited(*params):
+        raise RateLimited(retry_after=3.0)
+    d = Dispatcher({"poll": Method(limited, ["a"], 1)})
+    lone = d.handle(b'{"jsonrpc":"2.0","id":1,"method":"poll","params":[1]}')
+    assert (lone.status, lone.retry_after) == (429, 3.0)
+    assert json.loads(lone.body)["error"]["code"] == 1007
+    batch = d.handle(b'[{"jsonrpc":"2.0","id":1,"method":"poll","params":[1]}]')
+    assert (batch.status, batch.retry_after) == (200, None)
+    assert json.loads(batch.body)[0]["error"]["code"] == 1007
 
 
 def test_a_parked_call_answers_when_it_fires_or_not_at_all() -> None:
@@ -193,14 +229,14 @@ def test_a_parked_call_answers_when_it_fires_or_not_at_all() -> None:
     got = []
     answer.addCallback(got.append)
     parked.callback(RawJSON("[]"))
-    assert got == [b'{"jsonrpc":"2.0","result":[],"id":"p"}']
+    assert got == [RpcAnswer(b'{"jsonrpc":"2.0","result":[],"id":"p"}')]
     cancelled = Deferred()
     methods, _ = poll_methods(run=lambda: cancelled)
     answer = Dispatcher(methods).handle(b'{"id":1,"method":"poll","params":[1]}')
     got = []
     answer.addCallback(got.append)
     answer.cancel()
-    assert got == [None]            # the client went away: nothing is sent
+    assert got == [NOTHING] and NOTHING.body is None    # the client went away
 
 
 def test_failures_are_answered_as_errors_without_detail() -> None:
@@ -214,7 +250,7 @@ def test_failures_are_answered_as_errors_without_detail() -> None:
             got = []
             answer.addCallback(got.append)
             answer = got[0]
-        error = json.loads(answer)["error"]
+        error = json.loads(answer.body)["error"]
         assert "ZeroDivision" not in error["message"]
     assert errors == [-32603, -32603, -32602]
 
@@ -241,7 +277,7 @@ def test_the_common_poll_takes_the_shortcut() -> None:
     answer = node.dispatcher.handle(json.dumps({
         "jsonrpc": "2.0", "id": 1, "method": "session.get_events",
         "params": [sid, 0, 0]}).encode(), CALLER)
-    assert [e["seq"] for e in json.loads(answer)["result"]] == [1, 2, 3]
+    assert [e["seq"] for e in json.loads(answer.body)["result"]] == [1, 2, 3]
     parked = node.dispatcher.handle(json.dumps({
         "id": 2, "method": "session.get_events", "params": [sid, 30, 3]}).encode(), CALLER)
     assert isinstance(parked, Deferred) and node.engine.sessions.waiting == 1

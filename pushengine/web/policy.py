@@ -1,0 +1,237 @@
+"""The edge's HTTP policy, written once for both fronts and the streams.
+
+What every request meets before a route answers it, and how the edge says
+no, for the fast front (``fastpath.py``), the twisted.web renderer
+(``app.py``), the SSE and WebSocket resources and the segment uploads:
+
+- **CORS**: with ``--cors-origin`` the API's answers and preflights carry the
+  ``Access-Control-*`` headers (``cors_headers``).
+- **API keys**: where keys are configured, ``?apikey=KEY`` or the
+  ``X-Api-Key`` header (the query's key first, as a browser's EventSource can
+  send no header).
+- **The Origin rule**: with ``--cors-origin`` set, a page of another origin
+  may not open a stream (a WebSocket is not subject to CORS: the server must
+  check); ``*`` lets every origin in, as it does for CORS. A request without
+  an ``Origin`` is no page's.
+- **Who the caller is**: the client's address through ``--trusted-proxies``
+  (``clients.py``), whether it is loopback, its Bearer token, whether a page
+  sent it.
+- **The body limits**: ``--max-body``, and ``--max-segment-body`` for a
+  segment upload (``POST /api/segments/NAME``).
+- **The error shapes**: a JSON-RPC error for ``/api/jsonrpc``
+  (``rpc_error``), ``{"error": {"code", "message"}}`` for streams and
+  segment uploads (``stream_error``), ``{"error": "..."}`` for every other
+  path (``path_error``); and a whole answer that closes the connection
+  (``closing_answer``) for what is refused before a route is reached.
+
+The per-client call rate is not judged here: it counts the calls of a
+JSON-RPC batch, which only the dispatcher reads, and applies on a
+WebSocket's messages as well (``api/rpc.py``, ``admit``).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Protocol, Sequence
+
+from twisted.web.http import parse_qs
+
+from pushengine.api.auth import ApiKeys
+from pushengine.api.caller import Caller
+from pushengine.core.errors import NotAuthorized
+from pushengine.web.clients import CALLER_HEADERS, ClientAddresses
+
+JSON = b"application/json"
+RPC_PATH = b"/api/jsonrpc"
+KEY_HEADER = b"x-api-key"
+SEGMENT_UPLOADS = b"/api/segments/"
+KEY_REQUIRED = "a valid API key is required (apikey or X-Api-Key)"
+FOREIGN_ORIGIN = "this origin may not open a stream"
+REASONS = {200: b"OK", 204: b"No Content", 400: b"Bad Request", 401: b"Unauthorized",
+           403: b"Forbidden", 404: b"Not Found", 405: b"Method Not Allowed",
+           408: b"Request Timeout", 413: b"Request Entity Too Large", 426: b"Upgrade Required",
+           429: b"Too Many Requests", 500: b"Internal Server Error",
+           503: b"Service Unavailable"}
+Headers = Sequence[tuple[bytes, bytes]]
+
+
+class WebRequest(Protocol):
+    """What the policy reads and writes of a twisted.web request."""
+
+    uri: bytes
+
+    def getClientAddress(self) -> Any: ...
+
+    def getHeader(self, key: bytes) -> bytes | None: ...
+
+    def setHeader(self, name: bytes, value: bytes) -> None: ...
+
+    def setResponseCode(self, code: int, message: bytes | None = None) -> None: ...
+
+    @property
+    def requestHeaders(self) -> Any: ...
+
+
+# -- the error shapes --------------------------------------------------------------
+
+def json_bytes(value: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def rpc_error(code: int, message: str) -> bytes:
+    """A JSON-RPC error for the whole request (no call's id to echo)."""
+    return json_bytes({"jsonrpc": "2.0", "id": None,
+                       "error": {"code": code, "message": message}})
+
+
+def stream_error(code: int | str, message: str) -> bytes:
+    """The error body of a stream (SPEC section 10) and of a segment upload."""
+    return json_bytes({"error": {"code": code, "message": message}})
+
+
+def path_error(message: str) -> bytes:
+    """The error body of every other path."""
+    return json_bytes({"error": message})
+
+
+def error_body(path: bytes, message: str) -> bytes:
+    """A request refused as a whole (-32600 for a JSON-RPC request)."""
+    return rpc_error(-32600, message) if path == RPC_PATH else path_error(message)
+
+
+INTERNAL_ERROR = path_error("internal error")
+
+
+def status_line(status: int) -> bytes:
+    return b"HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, b"Unknown"))
+
+
+def closing_answer(status: int, body: bytes, headers: Headers = ()) -> bytes:
+    """A whole JSON answer that closes the connection: what is answered
+    before a route is reached (a malformed request, slow headers, a body
+    above the limit, a refused upload)."""
+    extra = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+    return (status_line(status) + b"Content-Type: application/json\r\n" + extra
+            + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+
+
+def too_large_message(limit: int) -> str:
+    return f"the request body is too large (at most {limit} bytes)"
+
+
+def too_large(path: bytes, limit: int) -> bytes:
+    """The 413 answer, given from the Content-Length before the body is read."""
+    return closing_answer(413, error_body(path, too_large_message(limit)))
+
+
+def first(request: WebRequest, name: bytes) -> bytes | None:
+    """A twisted.web request's first value of a header (as the fast front reads it)."""
+    values = request.requestHeaders.getRawHeaders(name)
+    return values[0] if values else None
+
+
+def query_of(uri: bytes) -> bytes:
+    return uri.partition(b"?")[2]
+
+
+class HttpPolicy:
+    """The checks and limits of the edge (see the module docstring)."""
+
+    def __init__(self, api_keys: ApiKeys | None = None, cors_origin: str | None = None,
+                 clients: ClientAddresses | None = None, max_body: int = 1 << 20,
+                 max_segment_body: int | None = None) -> None:
+        self.api_keys = api_keys or ApiKeys()
+        self.cors_origin = cors_origin or None
+        self.clients = clients or ClientAddresses()
+        self.max_body = max_body
+        self.max_segment_body = max_segment_body
+        self.cors_headers: tuple[tuple[bytes, bytes], ...] = () if not self.cors_origin else (
+            (b"Access-Control-Allow-Origin", self.cors_origin.encode()),
+            (b"Access-Control-Allow-Methods", b"POST, GET, OPTIONS"),
+            (b"Access-Control-Allow-Headers",
+             b"content-type, x-api-key, authorization, last-event-id"),
+            (b"Access-Control-Max-Age", b"600"))
+        self._origin = self.cors_origin.encode("latin-1", "replace") \
+            if self.cors_origin and self.cors_origin != "*" else None
+        self.key_refused = rpc_error(NotAuthorized.code, KEY_REQUIRED)
+
+    # -- API keys and origins -------------------------------------------------------
+    def key_allowed(self, query: bytes, header: bytes | None) -> bool:
+        """The key presented in the query (``apikey``) or else in the
+        ``X-Api-Key`` header (``KEY_HEADER``), where keys are configured."""
+        if not self.api_keys.required:
+            return True
+        presented = None
+        if b"apikey" in query or b"%" in query:
+            presented = (parse_qs(query, keep_blank_values=True).get(b"apikey") or [None])[0]
+        presented = presented or header
+        return self.api_keys.allows(presented.decode("utf-8", "replace") if presented else None)
+
+    def origin_allowed(self, origin: bytes | None) -> bool:
+        """The Origin rule (the module docstring)."""
+        return self._origin is None or origin is None or origin == self._origin
+
+    # -- callers ------------------------------------------------------------------------
+    # a request with none of these headers (forwarding, a token, an Origin)
+    # has the caller of every other such request from the same peer
+    caller_headers = CALLER_HEADERS
+
+    def caller(self, peer: str, headers: Mapping[bytes, list[bytes]]) -> Caller:
+        """The caller of a request with ``headers`` (lower-case names) from
+        the TCP peer ``peer``."""
+        return self.clients.caller(peer, headers.get)
+
+    # -- limits -------------------------------------------------------------------------
+    def upload(self, method: bytes, path: bytes) -> bool:
+        """A segment upload, whose body has its own limit and is streamed."""
+        return self.max_segment_body is not None and method == b"POST" \
+            and path.startswith(SEGMENT_UPLOADS)
+
+    def body_limit(self, method: bytes, path: bytes) -> int:
+        if self.max_segment_body is not None and self.upload(method, path):
+            return max(self.max_segment_body, self.max_body)
+        return self.max_body
+
+    # -- twisted.web requests --------------------------------------------------------
+    def cors(self, request: WebRequest) -> None:
+        for name, value in self.cors_headers:
+            request.setHeader(name, value)
+
+    def request_caller(self, request: WebRequest, channel: Any = None) -> Caller:
+        """The caller of a twisted.web request; ``channel``: the connection
+        that carries a session's events itself (a WebSocket)."""
+        host = getattr(request.getClientAddress(), "host", None) or ""
+        caller = self.clients.caller(host, request.requestHeaders.getRawHeaders)
+        if channel is None:
+            return caller
+        return Caller(caller.address, caller.loopback, caller.bearer, caller.from_page,
+                      channel)
+
+    def request_key_allowed(self, request: WebRequest) -> bool:
+        return self.key_allowed(query_of(request.uri), first(request, KEY_HEADER))
+
+    def refuse_stream(self, request: WebRequest) -> bytes | None:
+        """The answer to a stream (SSE, WebSocket) that may not open: the key
+        or the origin is wrong; None when it may."""
+        if not self.request_key_allowed(request):
+            return self.stream_answer(request, 403, NotAuthorized.code, KEY_REQUIRED)
+        if not self.origin_allowed(first(request, b"origin")):
+            return self.stream_answer(request, 403, NotAuthorized.code, FOREIGN_ORIGIN)
+        return None
+
+    @staticmethod
+    def stream_answer(request: WebRequest, status: int, code: int | str,
+                      message: str) -> bytes:
+        """A stream's error answer on a twisted.web request."""
+        request.setResponseCode(status)
+        request.setHeader(b"content-type", JSON)
+        request.setHeader(b"cache-control", b"no-store")
+        return stream_error(code, message)
+
+    @staticmethod
+    def path_answer(request: WebRequest, status: int, body: bytes) -> bytes:
+        """A JSON answer of another path on a twisted.web request."""
+        request.setResponseCode(status)
+        request.setHeader(b"content-type", JSON)
+        return body
+
