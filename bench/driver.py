@@ -51,7 +51,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import nchan as nchan_mod  # noqa: E402
-from loadgen import LOADGEN_BOUND_PCT  # noqa: E402
+from loadgen import LOADGEN_BOUND_PCT, proc_sample  # noqa: E402
 import socketio_peer as sio_mod  # noqa: E402
 from scenarios import (NCHAN, PEERS, PUSHENGINE, SOCKETIO, Run, Target,  # noqa: E402
                        profile_suite, suite, targets as all_targets)
@@ -59,8 +59,6 @@ from scenarios import (NCHAN, PEERS, PUSHENGINE, SOCKETIO, Run, Target,  # noqa:
 RESULTS = os.path.join(HERE, "results")
 LIVE: list = []   # servers and loadgen processes running now: stopped on any exit
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def raise_nofile() -> int:
@@ -187,23 +185,35 @@ class EngineServer:
         self.tmp.cleanup()
 
 
-class NchanServer:
-    name = NCHAN
+class PeerServer:
+    """A peer (nginx+nchan, Socket.IO) on a free port: what the driver needs
+    of a server, from the peer's own module."""
 
-    def __init__(self, timeout: float) -> None:
-        self.port = free_port()
-        self.n = nchan_mod.Nchan(self.port, timeout=timeout)
+    name = ""
+
+    def __init__(self, peer) -> None:
+        self.peer = peer
 
     @property
     def url(self) -> str:
-        return self.n.url
+        return self.peer.url
 
-    def start(self) -> "NchanServer":
-        self.n.start()
+    def start(self) -> "PeerServer":
+        self.peer.start()
         return self
 
     def pids(self) -> list[int]:
-        return self.n.pids()
+        return self.peer.pids()
+
+    def stop(self) -> None:
+        self.peer.stop()
+
+
+class NchanServer(PeerServer):
+    name = NCHAN
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(nchan_mod.Nchan(free_port(), timeout=timeout))
 
     def metrics(self) -> dict[str, float]:
         """nchan_stub_status figures, named like the engine's where they match."""
@@ -223,32 +233,17 @@ class NchanServer:
             out["polls_waiting"] = out["streams_open"] = out["nchan_subscribers"]
         return out
 
-    def stop(self) -> None:
-        self.n.stop()
 
-
-class SocketioServer:
+class SocketioServer(PeerServer):
     name = SOCKETIO
 
     def __init__(self, args: list[str] | None = None) -> None:
-        self.port = free_port()
-        self.s = sio_mod.SocketIO(self.port, list(args or []))
-
-    @property
-    def url(self) -> str:
-        return self.s.url
-
-    def start(self) -> "SocketioServer":
-        self.s.start()
-        return self
-
-    def pids(self) -> list[int]:
-        return self.s.pids()
+        super().__init__(sio_mod.SocketIO(free_port(), list(args or [])))
 
     def metrics(self) -> dict[str, float]:
         """Socket.IO's /status, named like the engine's where they match."""
         try:
-            status = self.s.status()
+            status = self.peer.status()
         except (OSError, ValueError):
             return {}
         out = {f"socketio_{k}": float(v) for k, v in status.items()
@@ -256,9 +251,6 @@ class SocketioServer:
         if "socketio_subscribers" in out:
             out["polls_waiting"] = out["streams_open"] = out["socketio_subscribers"]
         return out
-
-    def stop(self) -> None:
-        self.s.stop()
 
 
 def make_server(run: Run, amqp: tuple[str, str] | None):
@@ -323,19 +315,6 @@ def amqp_unavailable() -> str | None:
 
 # ---------------------------------------------------------------------------
 # sampling
-
-
-def proc_sample(pid: int) -> tuple[int, float] | None:
-    """(RSS in KiB, CPU seconds) of one process."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
-    rss_kb = int(fields[21]) * PAGE_KB
-    return rss_kb, cpu
 
 
 class Sampler(threading.Thread):
@@ -683,6 +662,8 @@ def loadgen_note(lg: dict) -> str:
         text += f" (busiest process {top:.0f} %)"
     if lg.get("loadgen_bound"):
         text += " LOADGEN-BOUND"
+    if lg.get("setup_loadgen_bound"):
+        text += " (set-up loadgen-bound)"
     return text
 
 

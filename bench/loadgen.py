@@ -126,6 +126,7 @@ USER_OBJ_BASE = 1_000_000
 FAN_CHANNEL = "fan"
 HELD_CHANNEL = "held"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 # ---------------------------------------------------------------------------
 # limits, event loop, CPU
@@ -155,15 +156,20 @@ def event_loop_name() -> str:
     return f"uvloop {uvloop.__version__}" if uvloop is not None else "asyncio"
 
 
-def proc_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of one process, from /proc/PID/stat."""
+def proc_sample(pid: int) -> tuple[int, float] | None:
+    """(RSS in KiB, user + system CPU seconds) of one process, from /proc/PID/stat."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[21]) * PAGE_KB, (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    sample = proc_sample(pid)
+    return sample[1] if sample else None
 
 
 # ---------------------------------------------------------------------------
@@ -2030,12 +2036,15 @@ class Coordinator:
             window = (ph["publish_start"], max(ph["publish_end"], min(last_event, ph["drained"])))
         procs = self.loadgen_cpu(*window)
         measured = [p["cpu_pct"] for p in procs if p["cpu_pct"] is not None]
+        setup = [p["setup_cpu_pct"] for p in procs if p["setup_cpu_pct"] is not None]
         res.update({
             "loadgen_processes": procs,
             "loadgen_cpu_pct": sum(measured) if measured else None,
             "loadgen_cpu_max_pct": max(measured) if measured else None,
             "loadgen_bound": bool(measured) and max(measured) > LOADGEN_BOUND_PCT,
             "loadgen_bound_pct": LOADGEN_BOUND_PCT,
+            # the set-up's time is the loadgen's when it was the busy side
+            "setup_loadgen_bound": bool(setup) and max(setup) > LOADGEN_BOUND_PCT,
         })
         if cfg["mode"] == "held" and cfg["transport"] != "longpoll":
             res["held"] = {"streams": True, "open": t("connected") - t("streams_closed"),

@@ -6,7 +6,7 @@ and the figures sampled meanwhile. ``suite(name)`` gives the list for
 ``targets`` (the streaming targets of issue 10, ~25 minutes),
 ``longpoll-targets`` (the lean HTTP path's targets, ~10 minutes), ``peers``
 (WebSocket fan-out and held streams on the three servers, ~20 minutes) and
-``smoke`` (seconds: what tests/bench/test_smoke.py runs). ``TARGETS`` are the
+``smoke`` (seconds: what tests/bench/test_smoke.py runs). ``targets()`` gives the
 targets the driver holds the figures against.
 
 The servers: pushengine, nginx+nchan (every transport) and Socket.IO 4.8 on

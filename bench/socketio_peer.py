@@ -36,7 +36,7 @@ import sys
 import urllib.request
 from dataclasses import dataclass, field
 
-from nchan import nofile_limit, terminate, wait_port
+from nchan import nofile_limit, terminate, wait_in_foreground, wait_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "socketio")
@@ -172,10 +172,7 @@ def main() -> None:
         print(f"socket.io {version()} on {s.url}: subscribe over "
               f"ws://127.0.0.1:{a.port}/socket.io/?EIO=4&transport=websocket, publish POST "
               f"{s.url}/pub/CH (pid {s.pids()}); Ctrl-C stops it", file=sys.stderr)
-        try:
-            s.proc.wait()
-        except (KeyboardInterrupt, SystemExit):
-            pass
+        wait_in_foreground(s.proc)
 
 
 if __name__ == "__main__":
