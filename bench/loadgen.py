@@ -906,19 +906,24 @@ class StreamSubscriber:
         return body
 
     # -- receiving ---------------------------------------------------------------------
-    async def run(self) -> None:
-        """Read from now on (the worker's ``stream_loop`` calls ``on_data``)."""
-        w = self.w
+    def start(self) -> None:
+        """Read and count from the end of the set-up on: the worker reads the
+        stream (on its event loop while other sessions are set up, then in
+        ``stream_loop``), so that a server's pings are answered however long
+        the set-up of the rest takes."""
         self.done = asyncio.get_running_loop().create_future()
         self.streaming()
-        w.note_first_poll(time.time())
         if self.pending:
             self.w.stats.bytes_in += len(self.pending)
             self.feed(self.pending, time.time())
             self.pending = b""
         if not self.done.done():
-            w.watch(self)
+            self.w.watch(self)
             self.reading = True
+
+    async def run(self) -> None:
+        """Until the stream ends or the worker stops."""
+        self.w.note_first_poll(time.time())
         await self.done
 
     def streaming(self) -> None:
@@ -1283,22 +1288,51 @@ class Worker:
         self.streaming = cfg["transport"] != "longpoll"
         self.streams: dict[int, StreamSubscriber] = {}   # fd -> the stream read on it
         self.epoll: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.bytes_read = 0                  # by the stream reads, not yet in stats
 
-    # -- streams: one epoll loop of their own ------------------------------------------
+    # -- streams: read on the event loop during set-up, then by an epoll loop ---------
     def watch(self, s: StreamSubscriber) -> None:
         fd = s.sock.fileno()
         s.recv_into = s.sock.recv_into
         self.streams[fd] = s
         if self.epoll is not None:
             self.epoll.register(fd, select.EPOLLIN)
+        elif self.loop is not None:
+            self.loop.add_reader(fd, self.read, s)
 
     def unwatch(self, s: StreamSubscriber) -> None:
         fd = s.sock.fileno()
-        if self.streams.pop(fd, None) is not None and self.epoll is not None:
+        if self.streams.pop(fd, None) is None:
+            return
+        if self.epoll is not None:
             try:
                 self.epoll.unregister(fd)
             except (OSError, ValueError):
                 pass
+        elif self.loop is not None:
+            self.loop.remove_reader(fd)
+
+    def read(self, s: StreamSubscriber) -> None:
+        """One read of a ready stream into the shared buffer, and its bytes
+        walked in place (an incomplete frame's bytes first)."""
+        try:
+            n = s.recv_into(RECV_BUF)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            s.lost(f"connection lost: {e.strerror}")
+            return
+        if not n:
+            s.lost("connection closed by the server")
+            return
+        self.bytes_read += n
+        if s.rest:
+            data = s.rest + RECV_BUF[:n]
+            s.rest = b""
+            s.on_data(data, len(data), time.time())
+        else:
+            s.on_data(RECV_BUF, n, time.time())
 
     def stream_loop(self) -> None:
         """Read every stream until the coordinator says stop.
@@ -1309,52 +1343,33 @@ class Worker:
         walks the bytes in place (no Handle, callback, copy or JSON per
         read). Blocks the event loop on purpose; returns when "stop" arrives.
         """
-        ep = self.epoll = select.epoll()
+        ep = select.epoll()
         pipe_fd = self.pipe.fileno()
         ep.register(pipe_fd, select.EPOLLIN)
         for fd in self.streams:
+            if self.loop is not None:
+                self.loop.remove_reader(fd)
             ep.register(fd, select.EPOLLIN)
+        self.epoll = ep
         streams = self.streams
         interval = self.cfg["report_interval"]
-        buf = RECV_BUF
-        clock = time.time
-        read = 0
+        read = self.read
         try:
             while True:
                 for fd, _ in ep.poll(interval, 1024):
                     s = streams.get(fd)
-                    if s is None:
-                        if fd == pipe_fd:
-                            try:
-                                cmd = self.pipe.recv()
-                            except EOFError:
-                                cmd = "stop"
-                            if cmd == "stop":
-                                return
-                        continue
-                    try:
-                        n = s.recv_into(buf)
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    except OSError as e:
-                        s.lost(f"connection lost: {e.strerror}")
-                        continue
-                    if not n:
-                        s.lost("connection closed by the server")
-                        continue
-                    read += n
-                    if s.rest:
-                        data = s.rest + buf[:n]
-                        s.rest = b""
-                        s.on_data(data, len(data), clock())
-                    else:
-                        s.on_data(buf, n, clock())
-                if clock() >= self.next_report:
-                    self.stats.bytes_in += read
-                    read = 0
+                    if s is not None:
+                        read(s)
+                    elif fd == pipe_fd:
+                        try:
+                            cmd = self.pipe.recv()
+                        except EOFError:
+                            cmd = "stop"
+                        if cmd == "stop":
+                            return
+                if time.time() >= self.next_report:
                     self.report()
         finally:
-            self.stats.bytes_in += read
             self.epoll = None
             ep.close()
 
@@ -1399,6 +1414,8 @@ class Worker:
                 return
         self.sessions.append(s)
         self.stats.connected += 1
+        if self.streaming:
+            s.start()
         # every session polls once all are set up: the polls start together
         await self.go.wait()
         if self.cfg["mode"] == "answers":
@@ -1437,13 +1454,15 @@ class Worker:
     def snapshot(self, final: bool = False) -> dict:
         ru = resource.getrusage(resource.RUSAGE_SELF)
         self.stats.cpu = ru.ru_utime + ru.ru_stime
+        self.stats.bytes_in += self.bytes_read
+        self.bytes_read = 0
         self.hist.add_many(self.lat)
         self.lat.clear()
         return {"kind": "final" if final else "stats", "at": time.time(),
                 "stats": asdict(self.stats), "hist": self.hist.to_dict()}
 
     async def main(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         self.stop_event = asyncio.Event()
         self.go = asyncio.Event()
         loop.add_reader(self.pipe.fileno(), self._command)
@@ -1512,7 +1531,8 @@ class Publisher:
     the engine takes them batches, and the wait counts in the latency. With
     ``rate`` 0, batches of ``--batch`` changes are sent back to back.
     nchan and Socket.IO take one message per request (``POST /pub/CH``): they
-    are pipelined (``--inflight``) on one connection, which keeps their order.
+    are pipelined (``--inflight``) on one connection, which keeps their order,
+    each stamped when it was due (``_pipelined``).
     """
 
     def __init__(self, cfg: dict) -> None:
@@ -1613,16 +1633,22 @@ class Publisher:
             await gen
 
     async def _pipelined(self, conn: HttpConn, duration: float) -> None:
+        """One message per request, pipelined. At a set rate every change of
+        the ``duration`` is sent, each stamped when it was due: a peer that
+        takes publishes slower than they are made (``--inflight`` requests
+        waiting) is sent the rest late, and the wait counts in the latency,
+        as the engine's queued publishes do."""
         cfg = self.cfg
         rate = cfg["rate"]
         interval = 1.0 / rate if rate > 0 else 0.0
+        total = int(round(duration * rate)) if rate > 0 else None
         pending: set[asyncio.Future] = set()
         loop = asyncio.get_running_loop()
-        t0 = loop.time()
+        t0, wall0 = loop.time(), time.time()
         k = 0
         while True:
             now = loop.time()
-            if now - t0 >= duration:
+            if (k >= total) if total is not None else (now - t0 >= duration):
                 break
             due = t0 + k * interval
             if due > now:
@@ -1630,7 +1656,8 @@ class Publisher:
             while len(pending) >= cfg["inflight"]:
                 _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             sent = time.time()
-            fut = conn.request(post(f"/pub/{FAN_CHANNEL}", self.change(sent)))
+            made = wall0 + k * interval if total is not None else sent
+            fut = conn.request(post(f"/pub/{FAN_CHANNEL}", self.change(made)))
             fut.add_done_callback(lambda f, sent=sent: self._done(f, sent, 1))
             pending.add(fut)
             self.last_sent_at = sent

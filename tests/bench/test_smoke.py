@@ -341,6 +341,48 @@ def test_stream_counts_do_not_depend_on_how_reads_cut_the_bytes(kind, ns, cuts):
         assert st.pings == 1 and [unmask(f) for f in s.sock.sent] == [(1, b"3")]
 
 
+@pytest.mark.parametrize("kind,transport", STREAM_KINDS)
+def test_loadgen_cost_reads_every_event_once(kind, transport):
+    import loadgen_cost
+    r = loadgen_cost.measure(kind, transport, streams=20, rounds=20, gap=0.002)
+    assert r["events"] == r["expected"] == r["latencies"] == 400, r
+    assert (r["duplicates"], r["gap_events"], r["errors"]) == (0, 0, {})
+    assert 0 < r["us_per_event"] and r["events_per_s_at_bound"] > 0
+
+
+def test_a_stream_answers_pings_while_the_others_are_set_up():
+    """Socket.IO drops a socket whose pong is late (25 s + 20 s by default):
+    a stream is read from the end of its own set-up, not from the moment
+    every session of the run is set up."""
+    import socket
+
+    async def go():
+        cfg = loadgen.make_config(["--target", "socketio", "--transport", "ws",
+                                   "--mode", "held", "--sessions", "1"])
+        w = loadgen.Worker(cfg, range(1), None)
+        w.loop = asyncio.get_running_loop()
+        mine, theirs = socket.socketpair()
+        mine.setblocking(False)
+        theirs.setblocking(False)
+        s = loadgen.subscriber_class(cfg)(w, 0)
+        s.sock = mine
+        s.start()
+        theirs.sendall(server_frame(b"2"))
+        data = b""
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            try:
+                data = theirs.recv(100)
+                break
+            except BlockingIOError:
+                pass
+        assert unmask(data) == (1, b"3") and w.stats.pings == 1
+        s.close()
+        assert not w.streams
+        theirs.close()
+    asyncio.run(go())
+
+
 def test_socketio_disconnect_ends_the_stream():
     s, w, base = stream("socketio", "ws")
     s.reading = False
