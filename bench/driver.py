@@ -1,6 +1,6 @@
 """Benchmark driver: pushengine side by side with nginx+nchan and Socket.IO.
 
-    python bench/driver.py                      # the full suite (~45 min on 2 cores)
+    python bench/driver.py                      # the full suite (~50 min on 2 cores)
     python bench/driver.py --suite quick        # smaller N, a few minutes
     python bench/driver.py --suite targets      # issue 10: 10,000 streams, held streams
     python bench/driver.py --suite longpoll-targets   # the lean HTTP path's targets

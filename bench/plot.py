@@ -40,7 +40,7 @@ def series(runs: list[dict], transport: str = "longpoll"):
             if lat.get("p50") is not None:
                 fan[r["rate"]][r["target"]].append(
                     (r["sessions"], lat["p50"], lat["p99"], lg.get("lost", 0)))
-        elif r["group"] == "held" and r.get("bytes_per_session"):
+        elif r["group"] == "held" and r.get("bytes_per_session") is not None:
             held[r["target"]].append((r["sessions"], r["bytes_per_session"] / 1024))
     for rate in fan.values():
         for pts in rate.values():

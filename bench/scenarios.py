@@ -2,10 +2,10 @@
 
 Each ``Run`` is one server started fresh, one load from ``bench/loadgen.py``
 and the figures sampled meanwhile. ``suite(name)`` gives the list for
-``full`` (about 45 minutes on 2 cores), ``quick`` (a few minutes, smaller N),
+``full`` (about 50 minutes on 2 cores), ``quick`` (~15 minutes, smaller N),
 ``targets`` (the streaming targets of issue 10, ~25 minutes),
-``longpoll-targets`` (the lean HTTP path's targets, ~10 minutes), ``peers``
-(WebSocket fan-out and held streams on the three servers, ~20 minutes) and
+``longpoll-targets`` (the lean HTTP path's targets, ~8 minutes), ``peers``
+(WebSocket fan-out and held streams on the three servers, ~15 minutes) and
 ``smoke`` (seconds: what tests/bench/test_smoke.py runs). ``targets()`` gives the
 targets the driver holds the figures against.
 

@@ -556,6 +556,11 @@ def test_report_comparison_and_plot(tmp_path):
     for r in results:
         assert driver.describe(r)
     driver.print_comparison(rows)
+    # every server kept up with 20 sessions: its best is what was offered
+    for row in driver.saturation(results):
+        assert row["saturated"] is False and row["fell_behind_in"] == []
+        assert row["delivered_per_s"] == pytest.approx(400, rel=0.3), row
+    driver.print_saturation(driver.saturation(results))
     pytest.importorskip("matplotlib")
     import plot
     doc = {"machine": driver.machine(), "runs": results}
