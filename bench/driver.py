@@ -1,25 +1,30 @@
-"""Benchmark driver: pushengine side by side with nginx+nchan.
+"""Benchmark driver: pushengine side by side with nginx+nchan and Socket.IO.
 
-    python bench/driver.py                      # the full suite (~35 min on 2 cores)
+    python bench/driver.py                      # the full suite (~50 min on 2 cores)
     python bench/driver.py --suite quick        # smaller N, a few minutes
     python bench/driver.py --suite targets      # issue 10: 10,000 streams, held streams
     python bench/driver.py --suite longpoll-targets   # the lean HTTP path's targets
+    python bench/driver.py --suite peers        # WebSocket fan-out on the three servers
     python bench/driver.py --transports sse,ws   # only the streaming runs (longpoll, sse, ws)
     python bench/driver.py --only fanout        # a group: held, answers, fanout, users, amqp
     python bench/driver.py --only held --sessions 10000
     python bench/driver.py --profile            # the engine under py-spy (scenarios 2, 3)
 
 For every run it starts the server afresh (``twistd -n pushengine`` with a
-temporary log, or nginx+nchan from ``bench/nchan.py``), samples its RSS and CPU
-from /proc every 0.25 s (the server's own figures -- the engine's /metrics,
-nchan's stub status -- every second in the held runs, else at each phase), runs
-``bench/loadgen.py`` as a separate process, stops everything, and prints a row.
-At the end it prints each pushengine figure with its ratio to nchan's and
-writes ``bench/results/<time>.json`` (and ``latest.json``); ``bench/plot.py``
-draws them.
+temporary log, nginx+nchan from ``bench/nchan.py``, or Socket.IO on Node from
+``bench/socketio_peer.py``), samples its RSS and CPU from /proc every 0.25 s
+(the server's own figures -- the engine's /metrics, nchan's stub status,
+Socket.IO's /status -- every second in the held runs, else at each phase),
+runs ``bench/loadgen.py`` as a separate process, stops everything, and prints
+a row. At the end it prints each pushengine figure with its ratio to each
+peer's, the deliveries per second at saturation of every server, and the
+targets with what each reached, then writes ``bench/results/<time>.json``
+(and ``latest.json``); ``bench/plot.py`` draws them.
 
-Ratios are pushengine / nchan: below 1 is better for memory, latency and CPU,
-above 1 is better for answers per second.
+Ratios are pushengine / peer: below 1 is better for memory, latency and CPU,
+above 1 is better for answers and deliveries per second. A run where a
+loadgen process passed 60 % of a core is marked LOADGEN-BOUND: its figures
+may be the loadgen's, and no target is judged on it.
 """
 from __future__ import annotations
 
@@ -46,13 +51,14 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import nchan as nchan_mod  # noqa: E402
-from scenarios import NCHAN, PUSHENGINE, Run, profile_suite, suite  # noqa: E402
+from loadgen import LOADGEN_BOUND_PCT, proc_sample  # noqa: E402
+import socketio_peer as sio_mod  # noqa: E402
+from scenarios import (NCHAN, PEERS, PUSHENGINE, SOCKETIO, Run, Target,  # noqa: E402
+                       profile_suite, suite, targets as all_targets)
 
 RESULTS = os.path.join(HERE, "results")
 LIVE: list = []   # servers and loadgen processes running now: stopped on any exit
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def raise_nofile() -> int:
@@ -179,23 +185,35 @@ class EngineServer:
         self.tmp.cleanup()
 
 
-class NchanServer:
-    name = NCHAN
+class PeerServer:
+    """A peer (nginx+nchan, Socket.IO) on a free port: what the driver needs
+    of a server, from the peer's own module."""
 
-    def __init__(self, timeout: float) -> None:
-        self.port = free_port()
-        self.n = nchan_mod.Nchan(self.port, timeout=timeout)
+    name = ""
+
+    def __init__(self, peer) -> None:
+        self.peer = peer
 
     @property
     def url(self) -> str:
-        return self.n.url
+        return self.peer.url
 
-    def start(self) -> "NchanServer":
-        self.n.start()
+    def start(self) -> "PeerServer":
+        self.peer.start()
         return self
 
     def pids(self) -> list[int]:
-        return self.n.pids()
+        return self.peer.pids()
+
+    def stop(self) -> None:
+        self.peer.stop()
+
+
+class NchanServer(PeerServer):
+    name = NCHAN
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(nchan_mod.Nchan(free_port(), timeout=timeout))
 
     def metrics(self) -> dict[str, float]:
         """nchan_stub_status figures, named like the engine's where they match."""
@@ -215,8 +233,33 @@ class NchanServer:
             out["polls_waiting"] = out["streams_open"] = out["nchan_subscribers"]
         return out
 
-    def stop(self) -> None:
-        self.n.stop()
+
+class SocketioServer(PeerServer):
+    name = SOCKETIO
+
+    def __init__(self, args: list[str] | None = None) -> None:
+        super().__init__(sio_mod.SocketIO(free_port(), list(args or [])))
+
+    def metrics(self) -> dict[str, float]:
+        """Socket.IO's /status, named like the engine's where they match."""
+        try:
+            status = self.peer.status()
+        except (OSError, ValueError):
+            return {}
+        out = {f"socketio_{k}": float(v) for k, v in status.items()
+               if isinstance(v, (int, float))}
+        if "socketio_subscribers" in out:
+            out["polls_waiting"] = out["streams_open"] = out["socketio_subscribers"]
+        return out
+
+
+def make_server(run: Run, amqp: tuple[str, str] | None):
+    if run.target == NCHAN:
+        return NchanServer(run.timeout)
+    if run.target == SOCKETIO:
+        return SocketioServer(run.peer_args)
+    return EngineServer(run.engine_args + (amqp_engine_args(*amqp) if amqp else []),
+                        timeout=run.timeout)
 
 
 _amqp_runs = 0
@@ -274,19 +317,6 @@ def amqp_unavailable() -> str | None:
 # sampling
 
 
-def proc_sample(pid: int) -> tuple[int, float] | None:
-    """(RSS in KiB, CPU seconds) of one process."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
-    rss_kb = int(fields[21]) * PAGE_KB
-    return rss_kb, cpu
-
-
 class Sampler(threading.Thread):
     """Samples the server's processes (RSS, CPU) and the engine's metrics."""
 
@@ -298,7 +328,8 @@ class Sampler(threading.Thread):
         self.metrics_every = metrics_every
         self.lock = threading.Lock()
         self.client_pid: int | None = None     # the loadgen, and its workers
-        self.client: list[tuple[float, float]] = []
+        # (at, CPU seconds of all the loadgen's processes, of each)
+        self.client: list[tuple[float, float, dict[int, float]]] = []
         self.interval = interval
         self.samples: list[tuple[float, int, float]] = []
         self.metrics: list[tuple[float, dict]] = []
@@ -322,10 +353,12 @@ class Sampler(threading.Thread):
                 self.snap_metrics()
             self.samples.append(self.sample())
             if self.client_pid:
-                cpu = sum(s[1] for s in (proc_sample(p) for p in
-                                         [self.client_pid, *nchan_mod.children(self.client_pid)])
-                          if s)
-                self.client.append((time.time(), cpu))
+                each = {}
+                for p in [self.client_pid, *nchan_mod.children(self.client_pid)]:
+                    s = proc_sample(p)
+                    if s:
+                        each[p] = s[1]
+                self.client.append((time.time(), sum(each.values()), each))
             self.stopped.wait(self.interval)
 
     def snap_metrics(self) -> None:
@@ -367,6 +400,18 @@ class Sampler(threading.Thread):
         if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
             return None
         return 100.0 * (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+    def client_cpu_max_pct(self, start: float | None, end: float | None) -> float | None:
+        """The busiest loadgen process's percent of a core between two instants."""
+        if start is None or end is None:
+            return None
+        pts = [s for s in self.client if start <= s[0] <= end]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        first, last = pts[0][2], pts[-1][2]
+        span = pts[-1][0] - pts[0][0]
+        shares = [100.0 * (last[p] - first[p]) / span for p in last if p in first]
+        return max(shares) if shares else None
 
     def rss_kb(self, start: float | None, end: float | None) -> int | None:
         if start is None or end is None:
@@ -439,11 +484,15 @@ def exit_on_signal(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> dict[str, Any]:
+LOADGEN = os.path.join(HERE, "loadgen.py")
+
+
+def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None,
+            loadgen: str = LOADGEN) -> dict[str, Any]:
+    """One run: its server started fresh, sampled while ``loadgen`` (this
+    checkout's, or another version's to compare) makes the load."""
     amqp = amqp_names() if run.group == "amqp" else None
-    server = (NchanServer(run.timeout) if run.target == NCHAN else
-              EngineServer(run.engine_args + (amqp_engine_args(*amqp) if amqp else []),
-                           timeout=run.timeout))
+    server = make_server(run, amqp)
     LIVE.append(server)
     try:
         server.start()
@@ -454,7 +503,7 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> di
         raise
     sampler = Sampler(server, metrics_every=1.0 if run.group == "held" else 0.0)
     result: dict[str, Any] = {"name": run.name, "group": run.group, "target": run.target,
-                              "transport": run.transport,
+                              "transport": run.transport, "loadgen_path": loadgen,
                               "sessions": run.sessions, "subs": run.subs, "rate": run.rate,
                               "batch": run.batch, "note": run.note,
                               # the machine is shared: how busy it was around the run
@@ -468,7 +517,7 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> di
         base = sampler.sample()
         with tempfile.TemporaryDirectory(prefix="loadgen-") as tmp:
             out = os.path.join(tmp, "result.json")
-            cmd = [sys.executable, os.path.join(HERE, "loadgen.py"),
+            cmd = [sys.executable, loadgen,
                    *run.loadgen_args(server.url), "--json-out", out, "--phase-lines"]
             if amqp:
                 cmd += ["--amqp", AMQP_URL, "--exchange", amqp[0]]
@@ -546,6 +595,15 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None) -> di
             result["events_per_cpu_s"] = lg["events"] / cpu_s if cpu_s else None
         # the loadgen's processes, from /proc (percent of one core)
         lg["loadgen_cpu_pct"] = sampler.client_cpu_pct(start, end)
+    if "loadgen_processes" not in lg:
+        # a loadgen that does not measure its own processes (an older
+        # version, to compare): the busiest of them from the driver's samples
+        window = {"answers": ("connected", "answers_end"),
+                  "held": ("connected", "answered")}.get(run.group,
+                                                         ("publish_start", "publish_end"))
+        top = sampler.client_cpu_max_pct(ph.get(window[0]), ph.get(window[1]))
+        lg["loadgen_cpu_max_pct"] = top
+        lg["loadgen_bound"] = top is not None and top > LOADGEN_BOUND_PCT
     result["metrics_end"] = metrics_end
     return result
 
@@ -569,9 +627,13 @@ def row_figures(r: dict) -> dict[str, float | None]:
     lg = r.get("loadgen", {})
     lat = lg.get("latency", {})
     if r["group"] == "held":
-        return {"KB/session": (r["bytes_per_session"] or 0) / 1024,
-                "idle CPU %": r.get("cpu_idle_pct"),
-                "setup s": lg.get("setup_seconds")}
+        out = {"KB/session": (r["bytes_per_session"] or 0) / 1024,
+               "idle CPU %": r.get("cpu_idle_pct"),
+               "setup s": lg.get("setup_seconds")}
+        h = lg.get("held", {})
+        if not is_stream(r) and h.get("max") is not None:
+            out["last late s"] = h["max"] - lg.get("timeout", 0)
+        return out
     if r["group"] == "answers":
         return {"answers/s": lg.get("answers_per_s"), "CPU %": r.get("cpu_pct"),
                 "loadgen CPU %": lg.get("loadgen_cpu_pct")}
@@ -580,12 +642,29 @@ def row_figures(r: dict) -> dict[str, float | None]:
                 "published/s": lg.get("publish_rate"),
                 "changes delivered/s": lg.get("events_per_s"),
                 "answers/s": lg.get("answers_per_s"), "CPU %": r.get("cpu_pct")}
+    per_cpu = r.get("events_per_cpu_s")
     return {"p50": lat.get("p50"), "p99": lat.get("p99"), "max": lat.get("max"),
             "lost": lg.get("lost"), "CPU %": r.get("cpu_pct"),
             "answers/s": lg.get("answers_per_s"),
             "events/s": lg.get("events_per_s"),
-            "events/CPU-s": r.get("events_per_cpu_s"),
-            "changes/s": lg.get("publish_rate")}
+            "peak events/s": lg.get("delivered_per_s_peak"),
+            "events/CPU-s": per_cpu,
+            "CPU us/event": 1e6 / per_cpu if per_cpu else None,
+            "changes/s": lg.get("publish_rate"),
+            "setup s": lg.get("setup_seconds")}
+
+
+def loadgen_note(lg: dict) -> str:
+    """The loadgen's busiest process, and the flag when it may be the figure."""
+    top = lg.get("loadgen_cpu_max_pct")
+    text = f" | loadgen CPU {num(lg.get('loadgen_cpu_pct'), '.0f')} %"
+    if top is not None:
+        text += f" (busiest process {top:.0f} %)"
+    if lg.get("loadgen_bound"):
+        text += " LOADGEN-BOUND"
+    if lg.get("setup_loadgen_bound"):
+        text += " (set-up loadgen-bound)"
+    return text
 
 
 def describe(r: dict) -> str:
@@ -596,8 +675,7 @@ def describe(r: dict) -> str:
         return (f"{r['target']:<10} {r['name']:<24} {lg['connected']:,} sessions"
                 f" | {num(lg.get('answers_per_s'))} answers/s with events waiting"
                 f" ({num(lg.get('answer_bytes'))} bytes each)"
-                f" | CPU {num(r.get('cpu_pct'), '.0f')} %"
-                f" | loadgen CPU {num(lg.get('loadgen_cpu_pct'), '.0f')} %")
+                f" | CPU {num(r.get('cpu_pct'), '.0f')} %" + loadgen_note(lg))
     if r["group"] == "held" and is_stream(r):
         h = lg["held"]
         return (f"{r['target']:<10} {r['name']:<24} held {lg['connected']:,}/{r['sessions']:,}"
@@ -606,7 +684,7 @@ def describe(r: dict) -> str:
                 f" | {num((r['bytes_per_session'] or 0) / 1024, ',.1f')} KB/stream"
                 f" | idle CPU {num(r['cpu_idle_pct'], '.1f')} %"
                 f" | all taken after {num(r.get('parked_seconds'), '.1f')} s"
-                f" | setup {lg['setup_seconds']:.1f} s")
+                f" | setup {lg['setup_seconds']:.1f} s" + loadgen_note(lg))
     if r["group"] == "held":
         h = lg["held"]
         return (f"{r['target']:<10} {r['name']:<24} held {lg['connected']:,}/{r['sessions']:,}"
@@ -614,45 +692,66 @@ def describe(r: dict) -> str:
                 f" {num(h['min'], '.2f')}-{num(h['max'], '.2f')} s)"
                 f" | {num((r['bytes_per_session'] or 0) / 1024, ',.1f')} KB/session"
                 f" | idle CPU {num(r['cpu_idle_pct'], '.1f')} %"
-                f" | setup {lg['setup_seconds']:.1f} s")
+                f" | setup {lg['setup_seconds']:.1f} s" + loadgen_note(lg))
     lat = lg["latency"]
     rate = lg.get("publish_rate")
+    behind = " FELL BEHIND" if lg.get("saturated") else ""
     return (f"{r['target']:<10} {r['name']:<24} {lg['connected']:,} sessions"
+            f" (set up in {lg['setup_seconds']:.1f} s)"
             f" | published {num(rate, ',.1f' if (rate or 0) < 10 else ',.0f')}/s"
             f" | p50 {ms(lat['p50'])} p99 {ms(lat['p99'])} max {ms(lat['max'])}"
             f" | lost {lg.get('lost', 0):,} dup {lg['duplicates']:,} resets {lg['resets']:,}"
             f" | CPU {num(r.get('cpu_pct'), '.0f')} %"
             f" | answers {num(lg.get('answers_per_s'), ',.0f')}/s"
-            f" | events {num(lg.get('events_per_s'), ',.0f')}/s"
-            f" ({num(r.get('events_per_cpu_s'), ',.0f')}/CPU-s)"
-            f" | loadgen CPU {num(lg.get('loadgen_cpu_pct'), '.0f')} %")
+            f" | delivered {num(lg.get('events_per_s'), ',.0f')}/s"
+            f" (peak {num(lg.get('delivered_per_s_peak'), ',.0f')}/s{behind};"
+            f" {num(r.get('events_per_cpu_s'), ',.0f')}/CPU-s)" + loadgen_note(lg))
 
 
 def is_stream(r: dict) -> bool:
     return r.get("transport", "longpoll") != "longpoll"
 
 
+def run_key(r: dict) -> tuple:
+    """What a pushengine run and its peers' runs have in common (Run.key)."""
+    return (r["group"], r.get("transport", "longpoll"), r["sessions"], r["subs"],
+            r["rate"], r["batch"])
+
+
+def peer_runs(results: list[dict]) -> dict[tuple, dict]:
+    """The peers' runs that did not fail, by (server, run key)."""
+    return {(r["target"], run_key(r)): r for r in results
+            if r["target"] in PEERS and "error" not in r}
+
+
 def compare(results: list[dict]) -> list[dict]:
-    """Each pushengine run with its nchan peer: figures and ratios."""
-    def key(r: dict) -> tuple:
-        return (r["group"], r.get("transport", "longpoll"), r["sessions"], r["subs"],
-                r["rate"], r["batch"])
-    peers = {key(r): r for r in results if r["target"] == NCHAN and "error" not in r}
+    """Each pushengine run with its peers' (nchan, Socket.IO): figures and
+    ratios (``ratios[peer]``; ``ratio`` is nchan's)."""
+    peers = peer_runs(results)
     rows = []
     for r in results:
         if r["target"] != PUSHENGINE or "error" in r:
             continue
-        peer = peers.get(key(r))
         mine = row_figures(r)
-        theirs = row_figures(peer) if peer else {}
-        ratios = {}
-        for k, v in mine.items():
-            o = theirs.get(k)
-            if isinstance(v, (int, float)) and isinstance(o, (int, float)) and o:
-                ratios[k] = v / o
-        rows.append({"name": r["name"], "group": r["group"],
-                     "transport": r.get("transport", "longpoll"), "pushengine": mine,
-                     "nchan": theirs, "ratio": ratios})
+        row: dict[str, Any] = {"name": r["name"], "group": r["group"],
+                               "transport": r.get("transport", "longpoll"),
+                               "pushengine": mine, "ratios": {},
+                               "loadgen_bound": [PUSHENGINE] if r["loadgen"].get(
+                                   "loadgen_bound") else []}
+        for peer in PEERS:
+            other = peers.get((peer, run_key(r)))
+            theirs = row_figures(other) if other else {}
+            ratios = {}
+            for k, v in mine.items():
+                o = theirs.get(k)
+                if isinstance(v, (int, float)) and isinstance(o, (int, float)) and o:
+                    ratios[k] = v / o
+            row[peer] = theirs
+            row["ratios"][peer] = ratios
+            if other and other["loadgen"].get("loadgen_bound"):
+                row["loadgen_bound"].append(peer)
+        row["ratio"] = row["ratios"][NCHAN]
+        rows.append(row)
     return rows
 
 
@@ -663,25 +762,145 @@ def fmt_fig(k: str, v: Any) -> str:
         return ms(v)
     if k in ("lost",):
         return f"{int(v):,}"
-    if k in ("KB/session", "idle CPU %", "CPU %", "setup s", "loadgen CPU %"):
+    if k in ("KB/session", "idle CPU %", "CPU %", "setup s", "loadgen CPU %", "last late s",
+             "CPU us/event"):
         return f"{v:,.1f}"
     return f"{v:,.0f}"
 
 
 def print_comparison(rows: list[dict]) -> None:
-    print("\npushengine vs nchan (ratio = pushengine / nchan)")
+    print("\npushengine vs its peers (ratio = pushengine / peer)")
     for row in rows:
         parts = []
         for k, v in row["pushengine"].items():
             cell = f"{k} {fmt_fig(k, v)}"
-            o = row["nchan"].get(k)
-            if row["nchan"]:
-                cell += f" [nchan {fmt_fig(k, o)}"
-                if k in row["ratio"]:
-                    cell += f", x{row['ratio'][k]:.2f}"
-                cell += "]"
+            peers = []
+            for peer in PEERS:
+                if not row.get(peer):
+                    continue
+                text = f"{peer} {fmt_fig(k, row[peer].get(k))}"
+                if k in row["ratios"][peer]:
+                    text += f" x{row['ratios'][peer][k]:.2f}"
+                peers.append(text)
+            if peers:
+                cell += " [" + ", ".join(peers) + "]"
             parts.append(cell)
-        print(f"  {row['name']:<28} " + " | ".join(parts))
+        bound = (f" (LOADGEN-BOUND: {', '.join(row['loadgen_bound'])})"
+                 if row.get("loadgen_bound") else "")
+        print(f"  {row['name']:<28}{bound} " + " | ".join(parts))
+
+
+def saturation(results: list[dict]) -> list[dict]:
+    """Per server and transport: the most events delivered per second in any
+    fan-out run (a server that fell behind there delivered all it could: its
+    rate at saturation), the server's CPU per delivered event in that run,
+    idle memory per connection in its largest held run, and how long its
+    largest fan-out took to set up."""
+    out = []
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in results:
+        if "error" not in r and r["group"] in ("fanout", "held"):
+            groups[(r["target"], r.get("transport", "longpoll"))].append(r)
+    for (target, transport), runs in sorted(groups.items()):
+        fan = [r for r in runs if r["group"] == "fanout"]
+        held = [r for r in runs if r["group"] == "held"]
+        row: dict[str, Any] = {"target": target, "transport": transport}
+        if fan:
+            best = max(fan, key=lambda r: r["loadgen"].get("events_per_s") or 0)
+            peak = max(fan, key=lambda r: r["loadgen"].get("delivered_per_s_peak") or 0)
+            largest = max(fan, key=lambda r: (r["sessions"], r["rate"]))
+            per_cpu = best.get("events_per_cpu_s")
+            row.update({
+                "delivered_per_s": best["loadgen"].get("events_per_s"), "in": best["name"],
+                "peak_per_s": peak["loadgen"].get("delivered_per_s_peak"),
+                "peak_in": peak["name"],
+                "saturated": best["loadgen"].get("saturated"),
+                "fell_behind_in": [r["name"] for r in fan if r["loadgen"].get("saturated")],
+                "cpu_us_per_event": 1e6 / per_cpu if per_cpu else None,
+                "loadgen_bound_in": [r["name"] for r in fan if r["loadgen"].get("loadgen_bound")],
+                "setup_seconds": largest["loadgen"].get("setup_seconds"),
+                "setup_sessions": largest["sessions"]})
+        if held:
+            big = max(held, key=lambda r: r["sessions"])
+            row.update({"held_kb": (big.get("bytes_per_session") or 0) / 1024,
+                        "held_sessions": big["sessions"],
+                        "held_setup_seconds": big["loadgen"].get("setup_seconds")})
+        out.append(row)
+    return out
+
+
+def print_saturation(rows: list[dict]) -> None:
+    print("\ndeliveries per second at saturation (the most in any fan-out run; a server that"
+          " fell behind there delivered all it could)")
+    for row in rows:
+        parts = []
+        if "delivered_per_s" in row:
+            state = ("fell behind" if row["saturated"] else "kept up")
+            parts.append(f"{num(row['delivered_per_s'])}/s in {row['in']} ({state};"
+                         f" 2-s peak {num(row['peak_per_s'])}/s in {row['peak_in']})"
+                         f" | server CPU {num(row['cpu_us_per_event'], ',.1f')} us/event"
+                         f" | {row['setup_sessions']:,} set up in"
+                         f" {num(row['setup_seconds'], ',.1f')} s")
+            if row["fell_behind_in"]:
+                parts.append("fell behind in " + ", ".join(row["fell_behind_in"]))
+            if row["loadgen_bound_in"]:
+                parts.append("LOADGEN-BOUND in " + ", ".join(row["loadgen_bound_in"]))
+        if "held_kb" in row:
+            parts.append(f"idle {row['held_kb']:,.1f} KB/connection at"
+                         f" {row['held_sessions']:,} held")
+        print(f"  {row['transport']:<8} {row['target']:<10} " + " | ".join(parts))
+
+
+def hold_targets(results: list[dict], targets: list[Target]) -> list[dict]:
+    """Every target whose run is in the results: the figure reached, the
+    peers' figures of the same run, and whether it is met. A run (or the
+    peer run a ratio needs) whose loadgen was the bottleneck is not judged."""
+    peers = peer_runs(results)
+    out = []
+    for t in targets:
+        run = next((r for r in results if "error" not in r and t.matches(r)), None)
+        if run is None:
+            continue
+        figure = row_figures(run).get(t.figure)
+        value = figure
+        others = {p: peers.get((p, run_key(run))) for p in PEERS}
+        versus = others.get(t.versus) if t.versus else None
+        if t.versus:
+            theirs = row_figures(versus).get(t.figure) if versus else None
+            value = figure / theirs if figure is not None and theirs else None
+        lost = run["loadgen"].get("lost")
+        bound = [r["target"] for r in (run, versus)
+                 if r is not None and r["loadgen"].get("loadgen_bound")]
+        if value is None:
+            verdict = "not measured"
+        elif bound:
+            verdict = f"not judged: loadgen-bound ({', '.join(bound)})"
+        else:
+            met = value >= t.limit if t.above else value < t.limit
+            if t.nothing_lost and lost:
+                met = False
+            verdict = "met" if met else "missed"
+        out.append({"target": t.text, "run": run["name"], "figure": t.figure,
+                    "value": figure, "ratio_to": t.versus or None,
+                    "ratio": value if t.versus else None, "limit": t.limit,
+                    "lost": lost if t.nothing_lost else None, "verdict": verdict,
+                    "peers": {p: row_figures(o).get(t.figure) for p, o in others.items() if o}})
+    return out
+
+
+def print_targets(rows: list[dict]) -> None:
+    if not rows:
+        return
+    print("\ntargets (a run whose loadgen was the bottleneck is not judged)")
+    for row in rows:
+        reached = f"{row['figure']} {fmt_fig(row['figure'], row['value'])}"
+        if row["ratio_to"]:
+            reached += f" (x{row['ratio']:.2f} {row['ratio_to']}'s)" if row["ratio"] else ""
+        if row["lost"] is not None:
+            reached += f", lost {row['lost']:,}"
+        peers = ", ".join(f"{p} {fmt_fig(row['figure'], v)}" for p, v in row["peers"].items())
+        print(f"  {row['target']}: {reached} -> {row['verdict']}"
+              + (f" [{peers}]" if peers else "") + f"  ({row['run']})")
 
 
 def machine() -> dict[str, Any]:
@@ -707,6 +926,13 @@ def machine() -> dict[str, Any]:
                                         "libnginx-mod-nchan"], capture_output=True,
                                        text=True).stdout.strip()
     except OSError:
+        pass
+    info["node"] = sio_mod.node_version()
+    info["socketio"] = sio_mod.version()
+    try:
+        import loadgen
+        info["loadgen_event_loop"] = loadgen.event_loop_name()
+    except ImportError:
         pass
     info["nofile_hard"] = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     info["engine_source"] = engine_source()
@@ -774,9 +1000,11 @@ def top_functions(speedscope_path: str, n: int = 15) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", choices=["full", "quick", "targets", "longpoll-targets", "smoke"], default="full")
+    p.add_argument("--suite", choices=["full", "quick", "targets", "longpoll-targets", "peers",
+                                       "smoke"], default="full")
     p.add_argument("--only", default="", help="groups to run, comma-separated")
-    p.add_argument("--targets", default="pushengine,nchan")
+    p.add_argument("--targets", default="pushengine,nchan,socketio",
+                   help="servers to run, comma-separated")
     p.add_argument("--transports", default="longpoll,sse,ws",
                    help="how sessions receive events: longpoll, sse, ws (comma-separated)")
     p.add_argument("--sessions", type=int, default=0, help="only runs with this many sessions")
@@ -784,6 +1012,8 @@ def main() -> None:
                    help="run the profile scenarios with py-spy attached to the engine")
     p.add_argument("--out", default="", help="results file (default bench/results/<time>.json)")
     p.add_argument("--quiet", action="store_true", help="no live line from the loadgen")
+    p.add_argument("--loadgen", default=LOADGEN,
+                   help="the load generator to run (another version's loadgen.py, to compare)")
     p.add_argument("--merge-into", default="",
                    help="put these runs into an earlier results file (replacing runs of "
                         "the same name and server) instead of a new one")
@@ -811,6 +1041,11 @@ def main() -> None:
             nchan_mod.ensure_installed()
         except (RuntimeError, subprocess.CalledProcessError) as e:
             skip[NCHAN] = f"nchan unavailable: {e}"
+    if any(r.target == SOCKETIO for r in runs):
+        try:
+            sio_mod.ensure_installed()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            skip[SOCKETIO] = f"Socket.IO unavailable: {e}"
     if any(r.group == "amqp" for r in runs):
         why = amqp_unavailable()
         if why:
@@ -831,9 +1066,10 @@ def main() -> None:
         print(f"== {run.target} {run.name}" + (f" ({run.note})" if run.note else ""),
               file=sys.stderr, flush=True)
         try:
-            r = run_one(run, quiet=a.quiet, profile_dir=profile_dir)
+            r = run_one(run, quiet=a.quiet, profile_dir=profile_dir, loadgen=a.loadgen)
         except Exception as e:  # a failed run is a row, not the end of the suite
             r = {"name": run.name, "group": run.group, "target": run.target,
+                 "transport": run.transport,
                  "sessions": run.sessions, "subs": run.subs, "rate": run.rate,
                  "batch": run.batch, "error": f"{type(e).__name__}: {e}"}
         results.append(r)
@@ -861,6 +1097,10 @@ def main() -> None:
         doc, out = old, a.merge_into
     doc["comparison"] = compare(doc["runs"])
     print_comparison(doc["comparison"])
+    doc["saturation"] = saturation(doc["runs"])
+    print_saturation(doc["saturation"])
+    doc["targets"] = hold_targets(doc["runs"], all_targets())
+    print_targets(doc["targets"])
     with open(out, "w") as f:
         json.dump(doc, f, indent=1, default=str)
     if not a.profile and not a.merge_into:

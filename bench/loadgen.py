@@ -1,9 +1,16 @@
-"""Load generator for pushengine and nchan: long-polling or streaming sessions and a publisher.
+"""Load generator for pushengine, nchan and Socket.IO: long-polling or streaming sessions and a publisher.
 
-A process of its own, so that it is not part of what is measured: raw HTTP/1.1
-keep-alive connections on asyncio, one connection per session (as a browser
-has), spread over ``--workers`` processes, and a publisher at a set rate in the
-coordinating process.
+Processes of its own, so that it is not part of what is measured, and lean
+enough that no server's figure is its own: ``--workers`` processes (2 by
+default) hold the sessions, one connection each (as a browser has), set up on
+uvloop (asyncio's loop where uvloop is not installed); a publisher at a set
+rate runs in the coordinating process. Streams are then read by a plain epoll
+loop per worker into one shared buffer, with no JSON parsing on the way: the
+WebSocket frames are walked in place and an event's ``n`` and ``sent_at`` are
+found by byte search (pushengine's events by one compiled pattern). The CPU of
+every loadgen process is measured from ``/proc``; a run where any of them
+passes ``LOADGEN_BOUND_PCT`` (60 %) of a core is flagged ``loadgen_bound``:
+its figures may be the loadgen's, not the server's.
 
     python bench/loadgen.py --target pushengine --url http://127.0.0.1:8080 \\
         --mode fanout --sessions 1000 --rate 10 --duration 15
@@ -11,6 +18,8 @@ coordinating process.
         --sessions 10000 --timeout 20
     python bench/loadgen.py --url http://127.0.0.1:8080 --mode fanout --transport ws \\
         --sessions 10000 --rate 10
+    python bench/loadgen.py --target socketio --url http://127.0.0.1:8070 --mode fanout \\
+        --transport ws --sessions 10000 --rate 10
 
 Modes:
 
@@ -20,9 +29,9 @@ Modes:
   sat idle (for the driver's memory and CPU figures).
 - ``fanout``: every session subscribes to one shared view (pushengine:
   ``stream.subscribe_public_live [sid, 1]``, a limit-1 view holding one object;
-  nchan: channel ``fan``). The publisher updates that one object ``--rate``
-  times a second, bumping ``obj.n`` and putting its send time in
-  ``obj.sent_at``: every session must see every ``n`` exactly once.
+  nchan: channel ``fan``; Socket.IO: room ``fan``). The publisher updates that
+  one object ``--rate`` times a second, bumping ``obj.n`` and putting its send
+  time in ``obj.sent_at``: every session must see every ``n`` exactly once.
 - ``users``: (pushengine) every session subscribes ``--subs`` per-user views
   (``stream.subscribe_user [sid, user, 1]``, distinct users, one JSON-RPC batch);
   the publisher sends ``--rate`` changes a second spread at random over all the
@@ -49,9 +58,12 @@ session holds one stream instead of polling -- pushengine: an SSE stream
 subscription over HTTP on the same connection) or a WebSocket (``GET
 /api/ws``, then ``session.create`` and the subscription as JSON-RPC on the
 socket; events come as ``events`` notifications); nchan: ``GET /stream/CH``
-as EventSource or WebSocket. The same accounting per event. ``held`` keeps
-the streams open and idle for ``--timeout`` seconds; a stream the server
-ends is an error.
+as EventSource or WebSocket; Socket.IO (WebSocket only): Engine.IO v4 over
+``GET /socket.io/?EIO=4&transport=websocket`` -- the open packet ``0{...}``,
+``40`` to connect, ``420["subscribe","CH"]`` answered by the ack ``430[true]``,
+then ``42["m",{...}]`` per message; its pings (``2``) are answered (``3``).
+The same accounting per event. ``held`` keeps the streams open and idle for
+``--timeout`` seconds; a stream the server ends is an error.
 
 ``--rate 0`` publishes as fast as the server takes it (``--inflight``
 requests pipelined on one connection, which keeps their order).
@@ -64,6 +76,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import bisect
 import hashlib
 import json
 import math
@@ -80,8 +93,31 @@ import time
 import urllib.request
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
+
+try:   # the bench extra brings these; the loadgen still runs without them, slower
+    import orjson
+    loads: Callable[[Any], Any] = orjson.loads
+except ImportError:  # pragma: no cover
+    orjson = None
+    loads = json.loads
+try:
+    import uvloop
+except ImportError:  # pragma: no cover
+    uvloop = None
+try:
+    import numpy
+except ImportError:  # pragma: no cover
+    numpy = None
+
+PUSHENGINE, NCHAN, SOCKETIO = "pushengine", "nchan", "socketio"
+TARGETS = (PUSHENGINE, NCHAN, SOCKETIO)
+# the peers take one message per publish request (pipelined) and send every
+# subscriber one frame per message
+PEERS = (NCHAN, SOCKETIO)
+# a loadgen process above this share of a core may be what a run measures
+LOADGEN_BOUND_PCT = 60.0
 
 OBJ_ID = 1
 CREATED_AT = "2026-01-01T00:00:00Z"
@@ -89,9 +125,11 @@ FAN_CREATED_AT = "2030-01-01T00:00:00Z"   # newer than anything else: first in t
 USER_OBJ_BASE = 1_000_000
 FAN_CHANNEL = "fan"
 HELD_CHANNEL = "held"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 # ---------------------------------------------------------------------------
-# limits
+# limits, event loop, CPU
 
 
 def raise_nofile() -> int:
@@ -105,6 +143,33 @@ def raise_nofile() -> int:
         except (ValueError, OSError):
             pass
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def run_loop(coro: Any) -> Any:
+    """Run a coroutine on uvloop where it is installed, else on asyncio's loop."""
+    if uvloop is not None:
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
+def event_loop_name() -> str:
+    return f"uvloop {uvloop.__version__}" if uvloop is not None else "asyncio"
+
+
+def proc_sample(pid: int) -> tuple[int, float] | None:
+    """(RSS in KiB, user + system CPU seconds) of one process, from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[21]) * PAGE_KB, (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    sample = proc_sample(pid)
+    return sample[1] if sample else None
 
 
 # ---------------------------------------------------------------------------
@@ -131,6 +196,26 @@ class Histogram:
         self.total += seconds
         if seconds > self.max:
             self.max = seconds
+
+    def add_many(self, values: list[float]) -> None:
+        """Many latencies at once (the workers collect them in a list and add
+        them once per report): the same buckets as ``add``, by numpy."""
+        if not values:
+            return
+        if numpy is None:
+            for v in values:
+                self.add(v)
+            return
+        arr = numpy.asarray(values, dtype=numpy.float64)
+        us = arr * 1e6
+        idx = numpy.where(us > 1.0, numpy.log(numpy.maximum(us, 1.0)) * _SCALE, 0.0)
+        keys, counts = numpy.unique(idx.astype(numpy.int64), return_counts=True)
+        b = self.buckets
+        for k, c in zip(keys.tolist(), counts.tolist()):
+            b[k] = b.get(k, 0) + c
+        self.count += len(values)
+        self.total += float(arr.sum())
+        self.max = max(self.max, float(arr.max()))
 
     def merge(self, other: "Histogram | dict") -> None:
         if isinstance(other, dict):
@@ -173,6 +258,7 @@ class Histogram:
 
 # ---------------------------------------------------------------------------
 # a minimal HTTP/1.1 client connection: keep-alive, pipelining, chunked bodies
+# (long-polls and the publisher)
 
 
 class HttpError(Exception):
@@ -189,6 +275,16 @@ class Response:
         self.at = at
 
 
+def parse_head(head: bytes) -> tuple[int, dict[bytes, bytes]]:
+    """The status and the headers (names lower-cased) of a response head."""
+    lines = head.split(b"\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split(b" ", 2)[1]), headers
+
+
 class HttpConn(asyncio.Protocol):
     """One keep-alive connection. ``request(raw)`` sends the raw request and
     returns a future of the ``Response``; requests may be pipelined."""
@@ -198,7 +294,6 @@ class HttpConn(asyncio.Protocol):
         self.buf = bytearray()
         self.waiters: deque[asyncio.Future] = deque()
         self.head: tuple | None = None   # (status, headers, body start, length or -1)
-        self.closed: asyncio.Future | None = None
         self.lost_reason: Exception | None = None
 
     def connection_made(self, transport) -> None:
@@ -233,12 +328,7 @@ class HttpConn(asyncio.Protocol):
                 end = buf.find(b"\r\n\r\n")
                 if end < 0:
                     return
-                lines = bytes(buf[:end]).split(b"\r\n")
-                status = int(lines[0].split(b" ", 2)[1])
-                headers = {}
-                for line in lines[1:]:
-                    name, _, value = line.partition(b":")
-                    headers[name.strip().lower()] = value.strip()
+                status, headers = parse_head(bytes(buf[:end]))
                 start = end + 4
                 if status in (204, 304) or 100 <= status < 200:
                     length = 0
@@ -326,7 +416,7 @@ class Stats:
     connected: int = 0
     setup_errors: int = 0
     failed_sessions: list = field(default_factory=list)
-    answers: int = 0            # poll answers
+    answers: int = 0            # poll answers (streams: reads that carried events)
     empty_answers: int = 0
     events: int = 0             # distinct update events received (with n)
     duplicates: int = 0
@@ -354,18 +444,152 @@ class Stats:
 
 
 # the engine's events as it encodes them: {"seq":N,"key":"...","action":"...","obj":...}
+# (the key's escapes matched as an unrolled loop: half the time of an
+# alternation per character)
 EVENT_RE = re.compile(
-    rb'\{"seq":(\d+),"key":"((?:[^"\\]|\\.)*)","action":"([a-z]+)"'
+    rb'\{"seq":(\d+),"key":"([^"\\]*(?:\\.[^"\\]*)*)","action":"([a-z]+)"'
     rb'(?:,"obj":\[?\{"id":(\d+),"n":(\d+),"sent_at":([0-9.eE+-]+))?')
-NCHAN_RE = re.compile(rb'\{"n":(\d+),"sent_at":([0-9.eE+-]+)')
-# nchan messages are padded to the size of one of the engine's update events
-# (object and old object), so that both servers move the same bytes
-NCHAN_PAD = b',"pad":"' + b"x" * 280 + b'"}'
+# the peers' messages are the publisher's bytes: {"n":N,"sent_at":T,"pad":"..."}
+# (Socket.IO re-encodes them with the keys in the same order)
+MARK_N = b'"n":'
+MARK_SENT = b',"sent_at":'
+# padded to the size of one of the engine's update events (object and old
+# object), so that every server moves the same bytes
+PEER_PAD = b',"pad":"' + b"x" * 280 + b'"}'
 RESULT_PREFIX = b'{"jsonrpc":"2.0","result":'
 NOTIFICATION_PREFIX = b'{"jsonrpc":"2.0","method":'
 
 
-class Session:
+def peer_message(n: int, now: float) -> bytes:
+    return b'{"n":%d,"sent_at":%r' % (n, now) + PEER_PAD
+
+
+def engine_tuples(events: list) -> list[tuple[bytes, ...]]:
+    """Decoded engine events as EVENT_RE's groups (other key order, escapes)."""
+    out = []
+    for e in events:
+        obj = e.get("obj")
+        if isinstance(obj, list):
+            obj = obj[0] if obj else None
+        oid = n = sent = b""
+        if isinstance(obj, dict) and "n" in obj:
+            oid, n = str(obj.get("id")).encode(), str(obj["n"]).encode()
+            sent = repr(float(obj.get("sent_at", 0))).encode()
+        out.append((str(e["seq"]).encode(), e["key"].encode(), e["action"].encode(),
+                    oid, n, sent))
+    return out
+
+
+class EngineEvents:
+    """Counting pushengine's events in ``data[a:b]`` (one long-poll answer,
+    one WebSocket notification, whole SSE messages): one compiled pattern
+    gives every event's seq, action, object id, ``n`` and ``sent_at``; JSON
+    is parsed only when the pattern does not match every event."""
+
+    w: "Worker"
+    last_n: dict[bytes, int]
+    base: int
+    ack: int
+
+    def slow_events(self, raw: bytes) -> list:
+        """The events in ``raw``, decoded (the transport's own framing)."""
+        raise NotImplementedError
+
+    def note_state(self, state: list) -> None:
+        # objects left by earlier runs on the same server have n below this run's base
+        for o in state:
+            if isinstance(o.get("n"), int) and o["n"] >= self.base:
+                self.last_n[str(o["id"]).encode()] = o["n"]
+
+    def account(self, data, a: int, b: int, now: float) -> int:
+        """Count the events of ``data[a:b]``; the number of events seen."""
+        matches = EVENT_RE.findall(data, a, b)
+        if len(matches) != data.count(b'{"seq":', a, b):
+            matches = engine_tuples(self.slow_events(bytes(data[a:b])))
+        if not matches:
+            return 0
+        st = self.w.stats
+        lat = self.w.lat
+        last_n, base = self.last_n, self.base
+        for seq, key, action, oid, n, sent in matches:
+            if n:
+                n = int(n)
+                prev = last_n.get(oid, base)
+                if n <= prev:
+                    st.duplicates += 1
+                else:
+                    if n != prev + 1:
+                        st.gap_events += n - prev - 1
+                    last_n[oid] = n
+                    if action == b"reset":
+                        st.resets += 1
+                    else:
+                        st.events += 1
+                        lat.append(now - float(sent))
+            elif action == b"ping":
+                st.pings += 1
+            elif action == b"reset":
+                st.resets += 1
+            else:
+                st.other_events += 1
+        seq = int(matches[-1][0])
+        if seq > self.ack:
+            self.ack = seq
+        if now > st.last_event_at:
+            st.last_event_at = now
+        return len(matches)
+
+
+class MarkedEvents:
+    """Counting the peers' messages in ``data[a:b]`` by byte search: each
+    ``"n":`` and the ``,"sent_at":`` after it, no JSON parsed. ``many``: the
+    region may hold several messages (a long-poll answer, SSE messages);
+    a WebSocket frame holds one."""
+
+    w: "Worker"
+    last: int
+    many = True
+
+    def account(self, data, a: int, b: int, now: float) -> int:
+        i = data.find(MARK_N, a, b)
+        if i < 0:
+            return 0
+        st = self.w.stats
+        lat = self.w.lat
+        last = self.last
+        got = 0
+        while i >= 0:
+            j = data.find(MARK_SENT, i, b)
+            if j < 0:
+                break
+            e = j + 11
+            k = data.find(b",", e, b)
+            if k < 0:
+                k = data.find(b"}", e, b)
+            n = int(data[i + 4:j])
+            got += 1
+            if n <= last:
+                st.duplicates += 1
+            else:
+                if n != last + 1:
+                    st.gap_events += n - last - 1
+                last = n
+                st.events += 1
+                lat.append(now - float(data[e:k]))
+            if not self.many:
+                break
+            i = data.find(MARK_N, k, b)
+        self.last = last
+        if got and now > st.last_event_at:
+            st.last_event_at = now
+        return got
+
+
+# ---------------------------------------------------------------------------
+# long-polling subscribers (asyncio protocols)
+
+
+class Session(EngineEvents):
     """One pushengine session: a connection, its subscriptions, its poll loop."""
 
     def __init__(self, w: "Worker", index: int) -> None:
@@ -374,7 +598,7 @@ class Session:
         self.conn: HttpConn | None = None
         self.sid = ""
         self.ack = 0
-        self.last_n: dict[bytes, int] = {}   # object id -> last n seen
+        self.last_n = {}   # object id -> last n seen
         self.base = w.cfg["n_base"]
 
     async def setup(self) -> None:
@@ -396,11 +620,8 @@ class Session:
                     raise HttpError(f"subscribe failed: {answer.get('error')}")
                 self.note_state(answer["result"][1])
 
-    def note_state(self, state: list) -> None:
-        # objects left by earlier runs on the same server have n below this run's base
-        for o in state:
-            if isinstance(o.get("n"), int) and o["n"] >= self.base:
-                self.last_n[str(o["id"]).encode()] = o["n"]
+    def slow_events(self, raw: bytes) -> list:
+        return loads(raw).get("result", [])
 
     def close(self) -> None:
         if self.conn is not None:
@@ -410,7 +631,7 @@ class Session:
         resp = await self.conn.request(post("/api/jsonrpc", body))
         if resp.status != 200:
             raise HttpError(f"HTTP {resp.status}")
-        value = json.loads(resp.body)
+        value = loads(resp.body)
         if isinstance(value, dict) and "error" in value:
             raise HttpError(f"RPC error {value['error']}")
         return value
@@ -453,75 +674,29 @@ class Session:
         st = self.w.stats
         if not data.startswith(RESULT_PREFIX):
             try:
-                value = json.loads(data)
+                value = loads(data)
                 code = value.get("error", {}).get("code")
             except (ValueError, AttributeError):
                 code = "unparsable"
             st.error(f"rpc {code}")
             if code == 1001:
-                self.w.stopping_session(self)
+                self.w.failed(self.index)
             return True
         if data.startswith(b"[]", len(RESULT_PREFIX)):
             st.empty_answers += 1
             return True
-        matches = EVENT_RE.findall(data)
-        if len(matches) != data.count(b'{"seq":'):
-            matches = self._slow(data)
-        hist = self.w.hist
-        last_n = self.last_n
-        base = self.base
-        for seq, key, action, oid, n, sent in matches:
-            if n:
-                n = int(n)
-                prev = last_n.get(oid, base)
-                if n <= prev:
-                    st.duplicates += 1
-                else:
-                    if n != prev + 1:
-                        st.gap_events += n - prev - 1
-                    last_n[oid] = n
-                    if action == b"reset":
-                        st.resets += 1
-                    else:
-                        st.events += 1
-                        hist.add(now - float(sent))
-            elif action == b"ping":
-                st.pings += 1
-            elif action == b"reset":
-                st.resets += 1
-            else:
-                st.other_events += 1
-        if matches:
-            self.ack = max(self.ack, int(matches[-1][0]))
-            if now > st.last_event_at:
-                st.last_event_at = now
+        self.account(data, 0, len(data), now)
         return False
 
-    @staticmethod
-    def _slow(data: bytes) -> list:
-        """The same as EVENT_RE, through json (other key order, escapes)."""
-        out = []
-        for e in json.loads(data).get("result", []):
-            obj = e.get("obj")
-            if isinstance(obj, list):
-                obj = obj[0] if obj else None
-            oid = n = sent = b""
-            if isinstance(obj, dict) and "n" in obj:
-                oid, n = str(obj.get("id")).encode(), str(obj["n"]).encode()
-                sent = repr(float(obj.get("sent_at", 0))).encode()
-            out.append((str(e["seq"]).encode(), e["key"].encode(), e["action"].encode(),
-                        oid, n, sent))
-        return out
 
-
-class NchanSubscriber:
+class NchanSubscriber(MarkedEvents):
     """One nchan long-poll subscriber on one channel."""
 
     def __init__(self, w: "Worker", index: int) -> None:
         self.w = w
         self.index = index
         self.conn: HttpConn | None = None
-        self.last_n = w.cfg["n_base"]
+        self.last = w.cfg["n_base"]
         self.channel = HELD_CHANNEL if w.cfg["mode"] == "held" else FAN_CHANNEL
 
     async def setup(self) -> None:
@@ -536,7 +711,6 @@ class NchanSubscriber:
         base = b"GET /sub/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n" % self.channel.encode()
         cond = b""
         first = True
-        hist = w.hist
         while not w.stopping:
             sent = time.time()
             if first:
@@ -555,18 +729,7 @@ class NchanSubscriber:
                 h = resp.headers
                 cond = b"If-Modified-Since: %s\r\nIf-None-Match: %s\r\n" % (
                     h.get(b"last-modified", b""), h.get(b"etag", b""))
-                now = resp.at
-                for n, sent_at in NCHAN_RE.findall(resp.body):
-                    n = int(n)
-                    if n <= self.last_n:
-                        st.duplicates += 1
-                        continue
-                    if n != self.last_n + 1:
-                        st.gap_events += n - self.last_n - 1
-                    self.last_n = n
-                    st.events += 1
-                    hist.add(now - float(sent_at))
-                st.last_event_at = max(st.last_event_at, now)
+                self.account(resp.body, 0, len(resp.body), resp.at)
                 empty = False
             elif resp.status in (304, 408):
                 st.answers += 1
@@ -582,22 +745,26 @@ class NchanSubscriber:
 
 
 # ---------------------------------------------------------------------------
-# streaming subscribers: Server-Sent Events and WebSocket, both servers
+# streaming subscribers: Server-Sent Events and WebSocket
 #
 # A raw non-blocking socket per session: set up with the loop's sock_* calls
-# (HTTP requests, the WebSocket upgrade, the JSON-RPC calls on the socket),
-# then read with ``loop.add_reader`` -- one recv() per readiness, no transport
-# or protocol objects in between, which the loadgen needs to keep up with
-# 100,000 events a second.
+# (HTTP requests, the WebSocket upgrade, the JSON-RPC or Engine.IO exchange
+# on the socket), then read by the worker's epoll loop: one ``recv_into`` a
+# buffer shared by the process per readiness, and ``on_data(buffer, end,
+# now)`` walks what arrived in place. Bytes of an incomplete frame wait in
+# ``rest`` for the next read.
 
 RECV_BUF = bytearray(1 << 18)
-RECV_VIEW = memoryview(RECV_BUF)
 STREAM_PATH = "/stream/%s"        # nchan: EventSource and WebSocket on one location
+SOCKETIO_PATH = b"/socket.io/?EIO=4&transport=websocket"
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 def ws_frame(payload: bytes, opcode: int = 1) -> bytes:
-    """One final client frame: masked, as RFC 6455 requires of a client."""
+    """One final client frame, masked as RFC 6455 requires of a client: a
+    random key, the XOR as one big integer (no per-byte loop). A client sends
+    a few frames per connection (the set-up calls, pongs): not a cost that
+    shows."""
     n = len(payload)
     if n < 126:
         head = bytes((0x80 | opcode, 0x80 | n))
@@ -607,70 +774,9 @@ def ws_frame(payload: bytes, opcode: int = 1) -> bytes:
         head = bytes((0x80 | opcode, 0x80 | 127)) + n.to_bytes(8, "big")
     mask = os.urandom(4)
     if n:
-        # XOR with the repeated mask, as one big integer (no per-byte loop)
         m = (mask * (n // 4 + 1))[:n]
         payload = (int.from_bytes(payload, "big") ^ int.from_bytes(m, "big")).to_bytes(n, "big")
     return head + mask + payload
-
-
-class WsParser:
-    """Frames from a server (unmasked): ``feed(data)`` returns the complete
-    text/binary messages; pings are answered through ``pong``, a close is
-    noted in ``closed``."""
-
-    __slots__ = ("buf", "parts", "pong", "closed")
-
-    def __init__(self, pong) -> None:
-        self.buf = bytearray()
-        self.parts: list[bytes] = []
-        self.pong = pong
-        self.closed: int | None = None
-
-    def feed(self, data: bytes) -> list[bytes]:
-        buf = self.buf
-        if buf:
-            buf += data
-            data = bytes(buf)
-            buf.clear()
-        out: list[bytes] = []
-        pos, end = 0, len(data)
-        while end - pos >= 2:
-            b0, b1 = data[pos], data[pos + 1]
-            ln = b1 & 0x7F
-            hl = 2
-            if ln == 126:
-                if end - pos < 4:
-                    break
-                ln = int.from_bytes(data[pos + 2:pos + 4], "big")
-                hl = 4
-            elif ln == 127:
-                if end - pos < 10:
-                    break
-                ln = int.from_bytes(data[pos + 2:pos + 10], "big")
-                hl = 10
-            if b1 & 0x80:
-                raise HttpError("a masked frame from the server")
-            if end - pos < hl + ln:
-                break
-            payload = data[pos + hl:pos + hl + ln]
-            pos += hl + ln
-            op = b0 & 0x0F
-            if op in (0, 1, 2):
-                if b0 & 0x80 and not self.parts:
-                    out.append(payload)
-                else:
-                    self.parts.append(payload)
-                    if b0 & 0x80:
-                        out.append(b"".join(self.parts))
-                        self.parts = []
-            elif op == 9:
-                self.pong(payload)
-            elif op == 8:
-                self.closed = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
-            # op 10 (pong): nothing to do
-        if pos < end:
-            buf += data[pos:]
-        return out
 
 
 class ChunkParser:
@@ -683,11 +789,12 @@ class ChunkParser:
         self.left = 0       # bytes of the current chunk still to come; -1: its CRLF
         self.ended = False
 
-    def feed(self, data: bytes) -> bytes:
+    def feed(self, data, end: int | None = None) -> bytes:
+        """Decode ``data[:end]``; the payload bytes it completes."""
         if self.ended:       # the last chunk's trailer: nothing more to decode
             return b""
         buf = self.buf
-        buf += data
+        buf += data if end is None else memoryview(data)[:end]
         out = []
         pos, end = 0, len(buf)
         while pos < end:
@@ -719,39 +826,52 @@ class ChunkParser:
 
 
 class StreamSubscriber:
-    """One streaming subscriber: ``--transport sse`` or ``ws``, pushengine or nchan.
-
-    pushengine, SSE: ``session.create`` and ``stream.subscribe_public_live``
-    over ``POST /api/jsonrpc`` on the connection, then ``GET
-    /api/events?session=SID`` on the same connection (chunked
-    ``text/event-stream``, ``id: seq`` / ``data: event``).
-    pushengine, WebSocket: ``GET /api/ws`` (upgrade), then ``session.create``
-    and the subscription as JSON-RPC text frames on the socket; the events
-    arrive as ``events`` notifications.
-    nchan: ``GET /stream/CH`` with ``Accept: text/event-stream``, or as a
-    WebSocket upgrade (one message per frame); nothing to set up.
-    """
+    """One streaming subscriber; the subclasses are the transport (SSE,
+    WebSocket) and the server (which set-up, which events)."""
 
     def __init__(self, w: "Worker", index: int) -> None:
         self.w = w
         self.index = index
-        self.engine = w.cfg["target"] == "pushengine"
-        self.ws = w.cfg["transport"] == "ws"
         self.sock: socket.socket | None = None
+        self.recv_into: Callable[[bytearray], int] | None = None
         self.buf = bytearray()               # set-up: bytes read, not yet used
+        self.rest = b""                      # streaming: an incomplete frame
+        self.pending = b""                   # read with the set-up, for the first read
         self.sid = ""
-        self.calls = 0
+        self.ack = 0
         self.last_n: dict[bytes, int] = {}   # pushengine: object id -> last n
-        self.nchan_n = w.cfg["n_base"]        # nchan: the last n
-        self.base = w.cfg["n_base"]
-        self.chunks: ChunkParser | None = None
-        self.frames: WsParser | None = None
-        self.text = b""                       # SSE: an incomplete message
+        self.base = self.last = w.cfg["n_base"]   # the peers: the last n
         self.reading = False
         self.done: asyncio.Future | None = None
         self.channel = HELD_CHANNEL if w.cfg["mode"] == "held" else FAN_CHANNEL
 
     # -- set-up ----------------------------------------------------------------------
+    async def setup(self) -> None:
+        loop = asyncio.get_running_loop()
+        w = self.w
+        delay = 0.05
+        for attempt in range(5):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            try:
+                await loop.sock_connect(sock, (w.host, w.port))
+                break
+            except OSError:
+                sock.close()
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(delay)
+                delay *= 2
+        self.sock = sock
+        await self.open()
+
+    async def open(self) -> None:
+        """The transport's and the server's set-up on the connected socket."""
+        raise NotImplementedError
+
+    def host_header(self) -> bytes:
+        return b"Host: %s:%d\r\n" % (self.w.host.encode(), self.w.port)
+
     async def _recv(self) -> None:
         data = await asyncio.get_running_loop().sock_recv(self.sock, 65536)
         if not data:
@@ -762,13 +882,9 @@ class StreamSubscriber:
         """Read an HTTP response head; what follows stays in ``buf``."""
         while (end := self.buf.find(b"\r\n\r\n")) < 0:
             await self._recv()
-        lines = bytes(self.buf[:end]).split(b"\r\n")
+        status, headers = parse_head(bytes(self.buf[:end]))
         del self.buf[:end + 4]
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            headers[name.strip().lower()] = value.strip()
-        return int(lines[0].split(b" ", 2)[1]), headers
+        return status, headers
 
     async def _http(self, raw: bytes) -> bytes:
         """One request on the connection; the response body (200 only)."""
@@ -789,222 +905,43 @@ class StreamSubscriber:
             raise HttpError(f"HTTP {status}: {body[:100]!r}")
         return body
 
-    async def _ws_call(self, method: str, params: list) -> Any:
-        """A JSON-RPC call on the WebSocket; its answer (events may come first)."""
-        self.calls += 1
-        await asyncio.get_running_loop().sock_sendall(
-            self.sock, ws_frame(rpc_body(method, params, self.calls)))
-        answer: Any = None
-        while True:
-            msgs = self.frames.feed(bytes(self.buf)) if self.buf else []
-            self.buf.clear()
-            for msg in msgs:
-                if msg.startswith(NOTIFICATION_PREFIX):
-                    self.account(msg, time.time())
-                    continue
-                value = json.loads(msg)
-                if isinstance(value, dict) and value.get("id") == self.calls:
-                    answer = value
-            if answer is not None:
-                if "error" in answer:
-                    raise HttpError(f"RPC error {answer['error']}")
-                return answer["result"]
-            if self.frames.closed is not None:
-                raise HttpError(f"WebSocket closed ({self.frames.closed}) during set-up")
-            await self._recv()
-
-    def _pong(self, payload: bytes) -> None:
-        if self.sock is not None:
-            try:
-                self.sock.send(ws_frame(payload, 10))
-            except OSError:
-                pass
-
-    async def setup(self) -> None:
-        loop = asyncio.get_running_loop()
-        w = self.w
-        delay = 0.05
-        for attempt in range(5):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setblocking(False)
-            try:
-                await loop.sock_connect(sock, (w.host, w.port))
-                break
-            except OSError:
-                sock.close()
-                if attempt == 4:
-                    raise
-                await asyncio.sleep(delay)
-                delay *= 2
-        self.sock = sock
-        host = b"Host: %s:%d\r\n" % (w.host.encode(), w.port)
-        if self.engine and not self.ws:
-            self.sid = json.loads(await self._http(post("/api/jsonrpc",
-                                                        rpc_body("session.create", []))))["result"]
-            r = json.loads(await self._http(post("/api/jsonrpc", rpc_body(
-                "stream.subscribe_public_live", [self.sid, 1]))))
-            if "result" not in r:
-                raise HttpError(f"subscribe failed: {r.get('error')}")
-            self.note_state(r["result"][1])
-            path = b"/api/events?session=" + self.sid.encode()
-        elif self.engine:
-            path = b"/api/ws"
-        else:
-            path = (STREAM_PATH % self.channel).encode()
-        if self.ws:
-            key = base64.b64encode(os.urandom(16))
-            await loop.sock_sendall(sock, b"GET %s HTTP/1.1\r\n%sUpgrade: websocket\r\n"
-                                    b"Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-                                    b"Sec-WebSocket-Version: 13\r\n\r\n" % (path, host, key))
-            status, headers = await self._head()
-            accept = base64.b64encode(hashlib.sha1(key + WS_GUID).digest())
-            if status != 101 or headers.get(b"sec-websocket-accept") != accept:
-                raise HttpError(f"WebSocket upgrade refused: HTTP {status}")
-            self.frames = WsParser(self._pong)
-            if self.engine:
-                self.sid = await self._ws_call("session.create", [])
-                self.note_state((await self._ws_call("stream.subscribe_public_live",
-                                                     [self.sid, 1]))[1])
-        else:
-            await loop.sock_sendall(sock, b"GET %s HTTP/1.1\r\n%sAccept: text/event-stream\r\n"
-                                    b"Cache-Control: no-cache\r\n\r\n" % (path, host))
-            status, headers = await self._head()
-            if status != 200:
-                raise HttpError(f"HTTP {status}")
-            if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
-                self.chunks = ChunkParser()
-        # whatever came with the set-up waits for the first read
-        self.pending = bytes(self.buf)
-        self.buf = bytearray()
-
-    def note_state(self, state: list) -> None:
-        for o in state:
-            if isinstance(o.get("n"), int) and o["n"] >= self.base:
-                self.last_n[str(o["id"]).encode()] = o["n"]
-
     # -- receiving ---------------------------------------------------------------------
-    async def run(self) -> None:
-        """Read from now on (the worker's ``stream_loop`` calls ``readable``)."""
-        w = self.w
+    def start(self) -> None:
+        """Read and count from the end of the set-up on: the worker reads the
+        stream (on its event loop while other sessions are set up, then in
+        ``stream_loop``), so that a server's pings are answered however long
+        the set-up of the rest takes."""
         self.done = asyncio.get_running_loop().create_future()
-        w.note_first_poll(time.time())
+        self.streaming()
         if self.pending:
+            self.w.stats.bytes_in += len(self.pending)
             self.feed(self.pending, time.time())
             self.pending = b""
         if not self.done.done():
-            w.watch(self)
+            self.w.watch(self)
             self.reading = True
+
+    async def run(self) -> None:
+        """Until the stream ends or the worker stops."""
+        self.w.note_first_poll(time.time())
         await self.done
 
-    def readable(self) -> None:
-        # into one buffer per process: recv(big) allocates (and for sizes past
-        # malloc's mmap threshold maps) a fresh buffer on every call, which
-        # was most of the loadgen's time
-        try:
-            n = self.sock.recv_into(RECV_BUF)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            self.lost(f"connection lost: {e.strerror}")
-            return
-        if not n:
-            self.lost("connection closed by the server")
-            return
-        data = RECV_VIEW[:n].tobytes()
-        now = time.time()
-        self.feed(data, now)
-        if now >= self.w.next_report:
-            self.w.report()
+    def streaming(self) -> None:
+        """Switch from set-up to counting (before the first read)."""
 
     def feed(self, data: bytes, now: float) -> None:
-        st = self.w.stats
-        st.bytes_in += len(data)
-        if self.ws:
-            msgs = self.frames.feed(data)
-            if self.frames.closed is not None:
-                self.lost(f"WebSocket closed by the server ({self.frames.closed})")
-            if not msgs:
-                return
-            block = msgs[0] if len(msgs) == 1 else b"\n".join(msgs)
-        else:
-            if self.chunks is not None:
-                data = self.chunks.feed(data)
-                if self.chunks.ended:
-                    self.lost("event stream ended by the server")
-            if self.text:
-                data = self.text + data
-            cut = data.rfind(b"\n\n")
-            if cut < 0:
-                self.text = data
-                return
-            block, self.text = data[:cut + 2], data[cut + 2:]
-            if block.startswith(b":") or b"\n:" in block:
-                st.pings += block.count(b": ping") + block.count(b": hi")
-        self.account(block, now)
+        """Bytes read outside the epoll loop (after set-up, in tests)."""
+        if self.rest:
+            data = self.rest + data
+            self.rest = b""
+        if data:
+            self.on_data(data, len(data), now)
 
-    def account(self, block: bytes, now: float) -> None:
-        """Count the events of what arrived: one or more whole messages."""
-        st = self.w.stats
-        hist = self.w.hist
-        got = False
-        if not self.engine:
-            last = self.nchan_n
-            for n, sent_at in NCHAN_RE.findall(block):
-                n = int(n)
-                got = True
-                if n <= last:
-                    st.duplicates += 1
-                    continue
-                if n != last + 1:
-                    st.gap_events += n - last - 1
-                last = n
-                st.events += 1
-                hist.add(now - float(sent_at))
-            self.nchan_n = last
-        else:
-            matches = EVENT_RE.findall(block)
-            if len(matches) != block.count(b'{"seq":'):
-                matches = self._slow(block)
-            last_n, base = self.last_n, self.base
-            for seq, key, action, oid, n, sent in matches:
-                got = True
-                if n:
-                    n = int(n)
-                    prev = last_n.get(oid, base)
-                    if n <= prev:
-                        st.duplicates += 1
-                    else:
-                        if n != prev + 1:
-                            st.gap_events += n - prev - 1
-                        last_n[oid] = n
-                        if action == b"reset":
-                            st.resets += 1
-                        else:
-                            st.events += 1
-                            hist.add(now - float(sent))
-                elif action == b"ping":
-                    st.pings += 1
-                elif action == b"reset":
-                    st.resets += 1
-                else:
-                    st.other_events += 1
-        if got:
-            st.answers += 1
-            st.last_event_at = now
-
-    def _slow(self, block: bytes) -> list:
-        """The events of a block through json (SSE data lines or WS notifications)."""
-        events: list = []
-        if self.ws:
-            for msg in block.split(b"\n"):
-                value = json.loads(msg)
-                if isinstance(value, dict) and value.get("method") == "events":
-                    events += value.get("params", [])
-        else:
-            for line in block.split(b"\n"):
-                if line.startswith(b"data:"):
-                    events.append(json.loads(line[5:]))
-        return Session._slow(json.dumps({"result": events}).encode())
+    def on_data(self, data, end: int, now: float) -> None:
+        """Account for ``data[:end]``, read at ``now``; keep an incomplete
+        frame's bytes in ``rest``. ``data`` may be the shared buffer: nothing
+        may hold on to it."""
+        raise NotImplementedError
 
     def lost(self, why: str) -> None:
         if self.reading:
@@ -1027,6 +964,310 @@ class StreamSubscriber:
             self.done.set_result(None)
 
 
+class WsStream(StreamSubscriber):
+    """A WebSocket: the upgrade, then the server's frames (never masked)
+    walked in place. A complete text or binary frame goes to
+    ``on_message(data, a, b, now)`` (set-up: collected in ``inbox``;
+    streaming: ``message``); pings are answered, a close ends the stream."""
+
+    def __init__(self, w: "Worker", index: int) -> None:
+        super().__init__(w, index)
+        self.parts: list[bytes] = []      # a fragmented message so far
+        self.closed: int | None = None
+        self.inbox: deque[bytes] = deque()
+        self.on_message: Callable[[Any, int, int, float], int] = self._collect
+
+    async def upgrade(self, path: bytes) -> None:
+        loop = asyncio.get_running_loop()
+        key = base64.b64encode(os.urandom(16))
+        await loop.sock_sendall(self.sock, b"GET %s HTTP/1.1\r\n%sUpgrade: websocket\r\n"
+                                b"Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                                b"Sec-WebSocket-Version: 13\r\n\r\n"
+                                % (path, self.host_header(), key))
+        status, headers = await self._head()
+        accept = base64.b64encode(hashlib.sha1(key + WS_GUID).digest())
+        if status != 101 or headers.get(b"sec-websocket-accept") != accept:
+            raise HttpError(f"WebSocket upgrade refused: HTTP {status}")
+        if self.buf:
+            self.feed(bytes(self.buf), time.time())
+            self.buf.clear()
+
+    def _collect(self, data, a: int, b: int, now: float) -> int:
+        self.inbox.append(bytes(data[a:b]))
+        return 0
+
+    async def next_message(self) -> bytes:
+        """The next data message during set-up."""
+        while not self.inbox:
+            if self.closed is not None:
+                raise HttpError(f"WebSocket closed ({self.closed}) during set-up")
+            data = await asyncio.get_running_loop().sock_recv(self.sock, 65536)
+            if not data:
+                raise HttpError("connection closed during set-up")
+            self.feed(data, time.time())
+        return self.inbox.popleft()
+
+    async def send_text(self, payload: bytes) -> None:
+        await asyncio.get_running_loop().sock_sendall(self.sock, ws_frame(payload))
+
+    def send_now(self, frame: bytes) -> None:
+        """A small frame from the read loop (a pong): no waiting."""
+        try:
+            self.sock.send(frame)
+        except OSError:
+            pass
+
+    def streaming(self) -> None:
+        self.on_message = self.message
+        while self.inbox:     # whatever came after the set-up's last answer
+            msg = self.inbox.popleft()
+            self.message(msg, 0, len(msg), time.time())
+
+    def message(self, data, a: int, b: int, now: float) -> int:
+        """One data message while streaming; the number of events it held."""
+        raise NotImplementedError
+
+    def on_data(self, data, end: int, now: float) -> None:
+        pos = 0
+        got = 0
+        while end - pos >= 2:
+            b0 = data[pos]
+            ln = data[pos + 1]
+            if ln < 126:
+                a = pos + 2
+            elif ln == 126:
+                if end - pos < 4:
+                    break
+                ln = (data[pos + 2] << 8) | data[pos + 3]
+                a = pos + 4
+            elif ln == 127:
+                if end - pos < 10:
+                    break
+                ln = int.from_bytes(data[pos + 2:pos + 10], "big")
+                a = pos + 10
+            else:
+                self.lost("a masked frame from the server")
+                return
+            b = a + ln
+            if b > end:
+                break
+            if b0 == 0x81 or b0 == 0x82:
+                got += self.on_message(data, a, b, now)
+            else:
+                got += self.control(b0, data, a, b, now)
+                if self.closed is not None:
+                    return
+            pos = b
+        if pos < end:
+            self.rest = bytes(data[pos:end])
+        if got:
+            self.w.stats.answers += 1
+
+    def control(self, b0: int, data, a: int, b: int, now: float) -> int:
+        """A fragment or a control frame."""
+        op = b0 & 0x0F
+        if op in (0, 1, 2):
+            self.parts.append(bytes(data[a:b]))
+            if b0 & 0x80:
+                msg = b"".join(self.parts)
+                self.parts = []
+                return self.on_message(msg, 0, len(msg), now)
+        elif op == 9:
+            self.send_now(ws_frame(bytes(data[a:b]), 10))
+        elif op == 8:
+            self.closed = int.from_bytes(data[a:a + 2], "big") if b - a >= 2 else 1005
+            if self.reading:
+                self.lost(f"WebSocket closed by the server ({self.closed})")
+        return 0                 # op 10 (pong): nothing to do
+
+
+class SseStream(StreamSubscriber):
+    """An EventSource stream: ``GET`` with ``Accept: text/event-stream``, the
+    body possibly chunked; whole messages (up to the last blank line) are
+    counted, the rest waits in ``text``."""
+
+    def __init__(self, w: "Worker", index: int) -> None:
+        super().__init__(w, index)
+        self.chunks: ChunkParser | None = None
+        self.text = b""
+
+    async def request_stream(self, path: bytes) -> None:
+        await asyncio.get_running_loop().sock_sendall(
+            self.sock, b"GET %s HTTP/1.1\r\n%sAccept: text/event-stream\r\n"
+            b"Cache-Control: no-cache\r\n\r\n" % (path, self.host_header()))
+        status, headers = await self._head()
+        if status != 200:
+            raise HttpError(f"HTTP {status}")
+        if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+            self.chunks = ChunkParser()
+        self.pending = bytes(self.buf)
+        self.buf = bytearray()
+
+    def on_data(self, data, end: int, now: float) -> None:
+        if self.chunks is not None:
+            text = self.chunks.feed(data, end)
+            if self.chunks.ended:
+                self.lost("event stream ended by the server")
+        else:
+            text = bytes(data[:end])
+        if self.text:
+            text = self.text + text
+        cut = text.rfind(b"\n\n")
+        if cut < 0:
+            self.text = text
+            return
+        self.text = text[cut + 2:]
+        st = self.w.stats
+        if text[0] == 58 or b"\n:" in text:    # comments: the servers' pings
+            st.pings += text.count(b": ping", 0, cut) + text.count(b": hi", 0, cut)
+        if self.account(text, 0, cut + 2, now):
+            st.answers += 1
+
+    def account(self, data, a: int, b: int, now: float) -> int:
+        raise NotImplementedError
+
+
+class EngineSse(EngineEvents, SseStream):
+    """pushengine, SSE: ``session.create`` and ``stream.subscribe_public_live``
+    over ``POST /api/jsonrpc``, then ``GET /api/events?session=SID`` on the
+    same connection (``id: seq`` / ``data: event``)."""
+
+    async def open(self) -> None:
+        self.sid = loads(await self._http(post("/api/jsonrpc",
+                                               rpc_body("session.create", []))))["result"]
+        r = loads(await self._http(post("/api/jsonrpc", rpc_body(
+            "stream.subscribe_public_live", [self.sid, 1]))))
+        if "result" not in r:
+            raise HttpError(f"subscribe failed: {r.get('error')}")
+        self.note_state(r["result"][1])
+        await self.request_stream(b"/api/events?session=" + self.sid.encode())
+
+    def slow_events(self, raw: bytes) -> list:
+        return [loads(line[5:]) for line in raw.split(b"\n") if line.startswith(b"data:")]
+
+
+class EngineWs(EngineEvents, WsStream):
+    """pushengine, WebSocket: ``GET /api/ws``, then ``session.create`` and the
+    subscription as JSON-RPC on the socket; events arrive as ``events``
+    notifications."""
+
+    def __init__(self, w: "Worker", index: int) -> None:
+        super().__init__(w, index)
+        self.calls = 0
+
+    async def open(self) -> None:
+        await self.upgrade(b"/api/ws")
+        self.sid = await self.call("session.create", [])
+        self.note_state((await self.call("stream.subscribe_public_live", [self.sid, 1]))[1])
+
+    async def call(self, method: str, params: list) -> Any:
+        """A JSON-RPC call on the socket; its result (events may come first)."""
+        self.calls += 1
+        await self.send_text(rpc_body(method, params, self.calls))
+        while True:
+            msg = await self.next_message()
+            if msg.startswith(NOTIFICATION_PREFIX):
+                self.account(msg, 0, len(msg), time.time())
+                continue
+            value = loads(msg)
+            if isinstance(value, dict) and value.get("id") == self.calls:
+                if "error" in value:
+                    raise HttpError(f"RPC error {value['error']}")
+                return value["result"]
+
+    def slow_events(self, raw: bytes) -> list:
+        value = loads(raw)
+        if isinstance(value, dict) and value.get("method") == "events":
+            return value.get("params", [])
+        return []
+
+    message = EngineEvents.account    # a notification's events (answers have none)
+
+
+class NchanSse(MarkedEvents, SseStream):
+    """nchan, EventSource: ``GET /stream/CH``; nothing to set up."""
+
+    async def open(self) -> None:
+        await self.request_stream((STREAM_PATH % self.channel).encode())
+
+
+class NchanWs(MarkedEvents, WsStream):
+    """nchan, WebSocket: ``GET /stream/CH`` upgraded; one message per frame."""
+
+    many = False
+
+    async def open(self) -> None:
+        await self.upgrade((STREAM_PATH % self.channel).encode())
+
+    message = MarkedEvents.account
+
+
+class SocketioWs(MarkedEvents, WsStream):
+    """Socket.IO 4 (Engine.IO v4) over WebSocket: the open packet, ``40``
+    (connect to the default namespace), ``420["subscribe","CH"]`` and its
+    ack ``430[true]``; then ``42["m",{...}]`` per message, one a frame. An
+    Engine.IO ping (``2``) is answered with a pong (``3``) at once: the
+    server drops a socket that misses one."""
+
+    many = False
+
+    async def open(self) -> None:
+        await self.upgrade(SOCKETIO_PATH)
+        msg = await self.next_message()
+        if not msg.startswith(b"0{"):
+            raise HttpError(f"no Engine.IO open packet: {msg[:80]!r}")
+        await self.send_text(b"40")
+        msg = await self.next_message()
+        if not msg.startswith(b"40"):
+            raise HttpError(f"Socket.IO connect refused: {msg[:80]!r}")
+        await self.send_text(b'420["subscribe","%s"]' % self.channel.encode())
+        msg = await self.next_message()
+        if msg != b"430[true]":
+            raise HttpError(f"subscribe not acknowledged: {msg[:80]!r}")
+
+    async def next_message(self) -> bytes:
+        while True:
+            msg = await super().next_message()
+            if msg != b"2":
+                return msg
+            self.w.stats.pings += 1
+            await self.send_text(b"3")
+
+    def message(self, data, a: int, b: int, now: float) -> int:
+        c = data[a]
+        if c == 52 and b - a > 1:                   # "4": a Socket.IO packet
+            if data[a + 1] == 50:                   # "42": an event
+                got = self.account(data, a, b, now)
+                if got:
+                    return got
+            elif data[a + 1] == 49:                 # "41": disconnected
+                self.lost("Socket.IO disconnect from the server")
+                return 0
+            self.w.stats.other_events += 1
+        elif c == 50 and b - a == 1:                # "2": an Engine.IO ping
+            self.w.stats.pings += 1
+            self.send_now(ws_frame(b"3"))
+        elif c == 49:                               # "1": an Engine.IO close
+            self.lost("Engine.IO close from the server")
+        elif c != 54:                               # "6": noop
+            self.w.stats.other_events += 1
+        return 0
+
+
+STREAM_CLASSES: dict[tuple[str, str], type[StreamSubscriber]] = {
+    (PUSHENGINE, "sse"): EngineSse, (PUSHENGINE, "ws"): EngineWs,
+    (NCHAN, "sse"): NchanSse, (NCHAN, "ws"): NchanWs,
+    (SOCKETIO, "ws"): SocketioWs,
+}
+
+
+def subscriber_class(cfg: dict) -> type:
+    """What holds one session of this run."""
+    if cfg["transport"] != "longpoll":
+        return STREAM_CLASSES[(cfg["target"], cfg["transport"])]
+    return NchanSubscriber if cfg["target"] == NCHAN else Session
+
+
 class Worker:
     """A process holding a share of the sessions."""
 
@@ -1038,6 +1279,7 @@ class Worker:
         self.host, self.port = u.hostname, u.port or 80
         self.stats = Stats()
         self.hist = Histogram()
+        self.lat: list[float] = []           # latencies not yet in hist
         self.stopping = False
         self.sessions: list = []
         self.stop_event: asyncio.Event | None = None
@@ -1046,52 +1288,85 @@ class Worker:
         self.streaming = cfg["transport"] != "longpoll"
         self.streams: dict[int, StreamSubscriber] = {}   # fd -> the stream read on it
         self.epoll: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.bytes_read = 0                  # by the stream reads, not yet in stats
 
-    # -- streams: one epoll loop of their own ------------------------------------------
-    def watch(self, s: "StreamSubscriber") -> None:
+    # -- streams: read on the event loop during set-up, then by an epoll loop ---------
+    def watch(self, s: StreamSubscriber) -> None:
         fd = s.sock.fileno()
+        s.recv_into = s.sock.recv_into
         self.streams[fd] = s
         if self.epoll is not None:
             self.epoll.register(fd, select.EPOLLIN)
+        elif self.loop is not None:
+            self.loop.add_reader(fd, self.read, s)
 
-    def unwatch(self, s: "StreamSubscriber") -> None:
+    def unwatch(self, s: StreamSubscriber) -> None:
         fd = s.sock.fileno()
-        if self.streams.pop(fd, None) is not None and self.epoll is not None:
+        if self.streams.pop(fd, None) is None:
+            return
+        if self.epoll is not None:
             try:
                 self.epoll.unregister(fd)
             except (OSError, ValueError):
                 pass
+        elif self.loop is not None:
+            self.loop.remove_reader(fd)
+
+    def read(self, s: StreamSubscriber) -> None:
+        """One read of a ready stream into the shared buffer, and its bytes
+        walked in place (an incomplete frame's bytes first)."""
+        try:
+            n = s.recv_into(RECV_BUF)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            s.lost(f"connection lost: {e.strerror}")
+            return
+        if not n:
+            s.lost("connection closed by the server")
+            return
+        self.bytes_read += n
+        if s.rest:
+            data = s.rest + RECV_BUF[:n]
+            s.rest = b""
+            s.on_data(data, len(data), time.time())
+        else:
+            s.on_data(RECV_BUF, n, time.time())
 
     def stream_loop(self) -> None:
         """Read every stream until the coordinator says stop.
 
         Once all streams are set up nothing else happens in this process but
-        reading them, so a plain epoll loop replaces asyncio's: one recv per
-        readiness and no Handle or callback per read, about half the
-        loadgen's CPU per event (the kernel's share of a loopback recv stays).
-        Blocks the asyncio loop on purpose; returns when "stop" arrives.
+        reading them, so a plain epoll loop replaces the event loop: per
+        readiness one ``recv_into`` the process's buffer and one call that
+        walks the bytes in place (no Handle, callback, copy or JSON per
+        read). Blocks the event loop on purpose; returns when "stop" arrives.
         """
-        ep = self.epoll = select.epoll()
+        ep = select.epoll()
         pipe_fd = self.pipe.fileno()
         ep.register(pipe_fd, select.EPOLLIN)
         for fd in self.streams:
+            if self.loop is not None:
+                self.loop.remove_reader(fd)
             ep.register(fd, select.EPOLLIN)
+        self.epoll = ep
         streams = self.streams
         interval = self.cfg["report_interval"]
+        read = self.read
         try:
             while True:
-                for fd, _ in ep.poll(interval, 512):
-                    if fd == pipe_fd:
+                for fd, _ in ep.poll(interval, 1024):
+                    s = streams.get(fd)
+                    if s is not None:
+                        read(s)
+                    elif fd == pipe_fd:
                         try:
                             cmd = self.pipe.recv()
                         except EOFError:
                             cmd = "stop"
                         if cmd == "stop":
                             return
-                        continue
-                    s = streams.get(fd)
-                    if s is not None:
-                        s.readable()
                 if time.time() >= self.next_report:
                     self.report()
         finally:
@@ -1126,15 +1401,8 @@ class Worker:
     def failed(self, index: int) -> None:
         self.stats.failed_sessions.append(index)
 
-    def stopping_session(self, s) -> None:
-        self.failed(s.index)
-
     async def one(self, index: int, gate: asyncio.Semaphore) -> None:
-        if self.cfg["transport"] != "longpoll":
-            cls: type = StreamSubscriber
-        else:
-            cls = NchanSubscriber if self.cfg["target"] == "nchan" else Session
-        s = cls(self, index)
+        s = subscriber_class(self.cfg)(self, index)
         async with gate:
             try:
                 await s.setup()
@@ -1146,6 +1414,8 @@ class Worker:
                 return
         self.sessions.append(s)
         self.stats.connected += 1
+        if self.streaming:
+            s.start()
         # every session polls once all are set up: the polls start together
         await self.go.wait()
         if self.cfg["mode"] == "answers":
@@ -1158,7 +1428,7 @@ class Worker:
         same events waiting (pushengine: get_events [sid, 0, 0]; nchan: the
         same If-Modified-Since again)."""
         st = self.stats
-        if self.cfg["target"] == "nchan":
+        if self.cfg["target"] == NCHAN:
             raw = (b"GET /sub/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                    b"If-Modified-Since: Thu, 01 Jan 1970 00:00:01 GMT\r\n"
                    b"If-None-Match: 0\r\n\r\n" % FAN_CHANNEL.encode())
@@ -1184,11 +1454,15 @@ class Worker:
     def snapshot(self, final: bool = False) -> dict:
         ru = resource.getrusage(resource.RUSAGE_SELF)
         self.stats.cpu = ru.ru_utime + ru.ru_stime
+        self.stats.bytes_in += self.bytes_read
+        self.bytes_read = 0
+        self.hist.add_many(self.lat)
+        self.lat.clear()
         return {"kind": "final" if final else "stats", "at": time.time(),
                 "stats": asdict(self.stats), "hist": self.hist.to_dict()}
 
     async def main(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         self.stop_event = asyncio.Event()
         self.go = asyncio.Event()
         loop.add_reader(self.pipe.fileno(), self._command)
@@ -1213,6 +1487,7 @@ class Worker:
                 milestones = reached
                 self.report()
             if milestones == 2 and self.streaming and self.go.is_set():
+                loop.remove_reader(self.pipe.fileno())
                 self.stream_loop()
                 self.stop_event.set()
         self.stopping = True
@@ -1239,7 +1514,7 @@ def worker_process(cfg: dict, indices: range, conn) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise_nofile()
     w = Worker(cfg, indices, conn)
-    asyncio.run(w.main())
+    run_loop(w.main())
     conn.close()
 
 
@@ -1255,8 +1530,9 @@ class Publisher:
     most ``--max-batch`` changes): a backend that cannot publish faster than
     the engine takes them batches, and the wait counts in the latency. With
     ``rate`` 0, batches of ``--batch`` changes are sent back to back.
-    nchan takes one message per request: they are pipelined (``--inflight``)
-    on one connection, which keeps their order.
+    nchan and Socket.IO take one message per request (``POST /pub/CH``): they
+    are pipelined (``--inflight``) on one connection, which keeps their order,
+    each stamped when it was due (``_pipelined``).
     """
 
     def __init__(self, cfg: dict) -> None:
@@ -1280,8 +1556,8 @@ class Publisher:
         base = self.cfg["n_base"]
         if self.cfg["mode"] == "fanout":
             n = self.final_n[0] = self.final_n.get(0, base) + 1
-            if self.cfg["target"] == "nchan":
-                return b'{"n":%d,"sent_at":%r' % (n, now) + NCHAN_PAD
+            if self.cfg["target"] in PEERS:
+                return peer_message(n, now)
             return fan_change(n, now)
         u = self.rng.randrange(self.users)
         n = self.final_n[u] = self.final_n.get(u, base) + 1
@@ -1315,7 +1591,7 @@ class Publisher:
         conn = await connect(self.host, self.port)
         self.started_at = time.time()
         try:
-            if cfg["target"] == "nchan":
+            if cfg["target"] in PEERS:
                 await self._pipelined(conn, duration)
             else:
                 await self._batched(conn, duration)
@@ -1357,16 +1633,22 @@ class Publisher:
             await gen
 
     async def _pipelined(self, conn: HttpConn, duration: float) -> None:
+        """One message per request, pipelined. At a set rate every change of
+        the ``duration`` is sent, each stamped when it was due: a peer that
+        takes publishes slower than they are made (``--inflight`` requests
+        waiting) is sent the rest late, and the wait counts in the latency,
+        as the engine's queued publishes do."""
         cfg = self.cfg
         rate = cfg["rate"]
         interval = 1.0 / rate if rate > 0 else 0.0
+        total = int(round(duration * rate)) if rate > 0 else None
         pending: set[asyncio.Future] = set()
         loop = asyncio.get_running_loop()
-        t0 = loop.time()
+        t0, wall0 = loop.time(), time.time()
         k = 0
         while True:
             now = loop.time()
-            if now - t0 >= duration:
+            if (k >= total) if total is not None else (now - t0 >= duration):
                 break
             due = t0 + k * interval
             if due > now:
@@ -1374,7 +1656,8 @@ class Publisher:
             while len(pending) >= cfg["inflight"]:
                 _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             sent = time.time()
-            fut = conn.request(post(f"/pub/{FAN_CHANNEL}", self.change(sent)))
+            made = wall0 + k * interval if total is not None else sent
+            fut = conn.request(post(f"/pub/{FAN_CHANNEL}", self.change(made)))
             fut.add_done_callback(lambda f, sent=sent: self._done(f, sent, 1))
             pending.add(fut)
             self.last_sent_at = sent
@@ -1461,14 +1744,41 @@ def fmt_s(v: float | None) -> str:
     return f"{v * 1000:.1f}ms" if v < 1 else f"{v:.2f}s"
 
 
+class CpuSeries:
+    """CPU seconds of the loadgen's processes, sampled from /proc: each
+    process's share of a core over any window of the run."""
+
+    def __init__(self, processes: list[tuple[str, int]]) -> None:
+        self.processes = processes            # (role, pid)
+        self.samples: list[tuple[float, list[float | None]]] = []
+
+    def sample(self) -> None:
+        self.samples.append((time.time(), [proc_cpu_seconds(pid) for _, pid in self.processes]))
+
+    def percent(self, start: float | None, end: float | None) -> list[float | None]:
+        """Per process, percent of one core between two instants."""
+        out: list[float | None] = []
+        pts = [s for s in self.samples if start is not None and end is not None
+               and start <= s[0] <= end]
+        for i in range(len(self.processes)):
+            vals = [(t, c[i]) for t, c in pts if c[i] is not None]
+            if len(vals) < 2 or vals[-1][0] <= vals[0][0]:
+                out.append(None)
+            else:
+                out.append(100.0 * (vals[-1][1] - vals[0][1]) / (vals[-1][0] - vals[0][0]))
+        return out
+
+
 class Coordinator:
     def __init__(self, cfg: dict) -> None:
         self.cfg = cfg
         self.snapshots: dict[int, dict] = {}
         self.finals: dict[int, dict] = {}
-        self.history: list[tuple[float, int, float, int]] = []  # (at, answers, cpu, events)
+        # per worker (at, events received so far), from its reports
+        self.series: dict[int, list[tuple[float, int]]] = {}
         self.phases: dict[str, float] = {}
         self.publisher: Publisher | None = None
+        self.cpu: CpuSeries | None = None
         self.tty = sys.stderr.isatty()
         self._last_line = 0.0
         self.label = cfg.get("label") or f"{cfg['target']} {cfg['mode']} {cfg['sessions']}"
@@ -1476,6 +1786,8 @@ class Coordinator:
     def mark(self, phase: str) -> None:
         """Note a phase; the driver reads these lines to time its samples."""
         self.phases[phase] = time.time()
+        if self.cpu is not None:
+            self.cpu.sample()
         if self.cfg.get("phase_lines"):
             print(f"PHASE {phase} {self.phases[phase]:.3f}", flush=True)
 
@@ -1530,6 +1842,8 @@ class Coordinator:
             child.close()
             self.procs.append(p)
             self.pipes.append(parent)
+        self.cpu = CpuSeries([("coordinator", os.getpid())] +
+                             [(f"worker {i}", p.pid) for i, p in enumerate(self.procs)])
 
     def _on_pipe(self, i: int) -> None:
         try:
@@ -1540,9 +1854,12 @@ class Coordinator:
         self.snapshots[i] = msg
         if msg["kind"] == "final":
             self.finals[i] = msg
-        if i == 0:
-            self.history.append((msg["at"], self.total("answers"), self.total("cpu"),
-                                 self.total("events")))
+        self.series.setdefault(i, []).append((msg["at"], msg["stats"]["events"]))
+
+    async def sample_cpu(self, every: float = 0.25) -> None:
+        while True:
+            self.cpu.sample()
+            await asyncio.sleep(every)
 
     async def wait_for(self, cond, seconds: float, step: float = 0.2) -> bool:
         deadline = time.time() + seconds
@@ -1554,6 +1871,13 @@ class Coordinator:
         return cond()
 
     async def run(self) -> dict:
+        sampler = asyncio.create_task(self.sample_cpu())
+        try:
+            return await self._run()
+        finally:
+            sampler.cancel()
+
+    async def _run(self) -> dict:
         cfg = self.cfg
         loop = asyncio.get_running_loop()
         for i, p in enumerate(self.pipes):
@@ -1636,9 +1960,8 @@ class Coordinator:
         conn = await connect(u.hostname, u.port or 80)
         base = cfg["n_base"]
         for n in range(base + 1, base + 1 + count):
-            if cfg["target"] == "nchan":
-                req = post(f"/pub/{FAN_CHANNEL}",
-                           b'{"n":%d,"sent_at":%r' % (n, time.time()) + NCHAN_PAD)
+            if cfg["target"] in PEERS:
+                req = post(f"/pub/{FAN_CHANNEL}", peer_message(n, time.time()))
             else:
                 req = post("/api/publish", fan_change(n, time.time()))
             await conn.request(req)
@@ -1663,12 +1986,45 @@ class Coordinator:
         return sum(fn.get(u, base) - base for i in range(cfg["sessions"]) if i not in failed
                    for u in range(i * k, i * k + k))
 
-    def window_rate(self, start: float, end: float, index: int) -> float | None:
-        """Per-second rate of a history figure between two instants."""
-        pts = [p for p in self.history if start - 0.5 <= p[0] <= end + 1.0]
-        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+    def cumulative(self, at: float) -> float:
+        """Events received by every worker up to one instant, each worker's
+        reports interpolated."""
+        total = 0.0
+        for pts in self.series.values():
+            i = bisect.bisect_right(pts, at, key=lambda p: p[0])
+            if i == 0:
+                continue
+            if i == len(pts):
+                total += pts[-1][1]
+                continue
+            (t0, e0), (t1, e1) = pts[i - 1], pts[i]
+            total += e0 + (e1 - e0) * (at - t0) / (t1 - t0)
+        return total
+
+    def window_rate(self, start: float, end: float) -> float | None:
+        """Events received per second between two instants."""
+        if not self.series or end <= start:
             return None
-        return (pts[-1][index] - pts[0][index]) / (pts[-1][0] - pts[0][0])
+        return (self.cumulative(end) - self.cumulative(start)) / (end - start)
+
+    def peak_rate(self, start: float, end: float, width: float = 2.0,
+                  step: float = 0.25) -> float | None:
+        """The highest events per second over any ``width`` seconds between
+        two instants: deliveries per second at saturation."""
+        if end - start < width:
+            return self.window_rate(start, end)
+        best = 0.0
+        t = start
+        while t + width <= end:
+            best = max(best, (self.cumulative(t + width) - self.cumulative(t)) / width)
+            t += step
+        return best
+
+    def loadgen_cpu(self, start: float | None, end: float | None) -> list[dict[str, Any]]:
+        setup = self.cpu.percent(self.phases.get("start"), self.phases.get("connected"))
+        run = self.cpu.percent(start, end)
+        return [{"role": role, "pid": pid, "cpu_pct": pct, "setup_cpu_pct": s}
+                for (role, pid), pct, s in zip(self.cpu.processes, run, setup)]
 
     def result(self) -> dict:
         cfg = self.cfg
@@ -1685,6 +2041,7 @@ class Coordinator:
             "subs": cfg["subs"] if cfg["mode"] in ("users", "amqp") else 1,
             "rate": cfg["rate"], "batch": cfg["batch"], "duration": cfg["duration"],
             "timeout": cfg["timeout"], "workers": cfg["workers"],
+            "event_loop": event_loop_name(),
             "phases": self.phases, "connected": t("connected"),
             "setup_errors": t("setup_errors"),
             "setup_seconds": self.phases["set_up"] - self.phases["start"],
@@ -1695,6 +2052,27 @@ class Coordinator:
             "bytes_in": t("bytes_in"), "errors": errors, "latency": h.summary(),
             "loadgen_cpu_seconds": t("cpu"),
         }
+        last_event = max((s["stats"]["last_event_at"] for s in src.values()), default=0.0)
+        # the window whose loadgen CPU says whether the run measured the loadgen
+        ph = self.phases
+        if cfg["mode"] == "answers":
+            window = (ph["connected"], ph["answers_end"])
+        elif cfg["mode"] == "held":
+            window = (ph["connected"], ph["answered"])
+        else:
+            window = (ph["publish_start"], max(ph["publish_end"], min(last_event, ph["drained"])))
+        procs = self.loadgen_cpu(*window)
+        measured = [p["cpu_pct"] for p in procs if p["cpu_pct"] is not None]
+        setup = [p["setup_cpu_pct"] for p in procs if p["setup_cpu_pct"] is not None]
+        res.update({
+            "loadgen_processes": procs,
+            "loadgen_cpu_pct": sum(measured) if measured else None,
+            "loadgen_cpu_max_pct": max(measured) if measured else None,
+            "loadgen_bound": bool(measured) and max(measured) > LOADGEN_BOUND_PCT,
+            "loadgen_bound_pct": LOADGEN_BOUND_PCT,
+            # the set-up's time is the loadgen's when it was the busy side
+            "setup_loadgen_bound": bool(setup) and max(setup) > LOADGEN_BOUND_PCT,
+        })
         if cfg["mode"] == "held" and cfg["transport"] != "longpoll":
             res["held"] = {"streams": True, "open": t("connected") - t("streams_closed"),
                            "closed": t("streams_closed"),
@@ -1726,28 +2104,35 @@ class Coordinator:
                 "publish_rate": pub.published / span,
                 "publish_latency": pub.latency.summary(),
                 "expected": expected, "lost": max(0, expected - t("events")),
-                "loadgen_cpu_pct": (self.window_rate(self.phases["publish_start"],
-                                                     self.phases["publish_end"], 2) or 0) * 100,
-                "last_event_at": max((s["stats"]["last_event_at"] for s in src.values()),
-                                     default=0.0),
-                "events_per_s_publishing": self.window_rate(self.phases["publish_start"],
-                                                            self.phases["publish_end"], 3),
-                "answers_per_s": None, "events_per_s": None,
+                "offered_per_s": expected / span,
+                "last_event_at": last_event,
+                "events_per_s_publishing": self.window_rate(ph["publish_start"],
+                                                            ph["publish_end"]),
+                "answers_per_s": None, "events_per_s": None, "delivered_per_s": None,
+                "delivered_per_s_peak": None, "saturated": None,
             })
-        if pub is not None and res["last_event_at"] > pub.started_at:
+        if pub is not None and last_event > pub.started_at:
             # from the first change made to the last event received: answers
             # with events, and distinct events, per second
-            active = res["last_event_at"] - pub.started_at
+            active = last_event - pub.started_at
             res["active_seconds"] = active
             res["answers_per_s"] = (t("answers") - t("empty_answers")) / active
             res["events_per_s"] = res["delivered_per_s"] = t("events") / active
+            res["delivered_per_s_peak"] = self.peak_rate(pub.started_at, last_event)
+            # the last event came after the last change by this much: a server
+            # that keeps up delivers within its latency, one that falls behind
+            # drains its backlog
+            res["backlog_seconds"] = last_event - (pub.last_sent_at or pub.ended_at)
+            # fell behind: delivered at least 10 % under what was offered
+            # (the span stretched past the publishing time by the backlog)
+            res["saturated"] = res["delivered_per_s"] < 0.9 * res["offered_per_s"]
         return res
 
 
 def make_config(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", choices=["pushengine", "nchan"], default="pushengine")
+    p.add_argument("--target", choices=list(TARGETS), default=PUSHENGINE)
     p.add_argument("--url", default="http://127.0.0.1:8080")
     p.add_argument("--mode", choices=["held", "fanout", "users", "amqp", "answers"],
                    default="fanout")
@@ -1767,10 +2152,11 @@ def make_config(argv: list[str] | None = None) -> dict:
     p.add_argument("--timeout", type=float, default=20.0,
                    help="get_events timeout, s (held streams: how long they are held)")
     p.add_argument("--workers", type=int, default=0,
-                   help="loadgen processes (0: one per 5,000 sessions, at most 4)")
+                   help="loadgen processes holding the sessions (0: two)")
     p.add_argument("--inflight", type=int, default=64,
-                   help="nchan publish requests in flight (pipelined)")
-    p.add_argument("--connect-concurrency", type=int, default=128)
+                   help="nchan and Socket.IO publish requests in flight (pipelined)")
+    p.add_argument("--connect-concurrency", type=int, default=128,
+                   help="sessions each worker sets up at once")
     p.add_argument("--setup-timeout", type=float, default=120.0)
     p.add_argument("--settle", type=float, default=1.0, help="seconds between setup and publish")
     p.add_argument("--drain", type=float, default=20.0, help="longest wait for the last events")
@@ -1785,13 +2171,15 @@ def make_config(argv: list[str] | None = None) -> dict:
     p.add_argument("--phase-lines", action="store_true",
                    help="print 'PHASE name time' lines on stdout as the run goes")
     a = p.parse_args(argv)
-    if a.target == "nchan" and a.mode not in ("held", "fanout", "answers"):
+    if a.target == NCHAN and a.mode not in ("held", "fanout", "answers"):
         p.error("nchan has the held, fanout and answers modes only")
+    if a.target == SOCKETIO and (a.mode not in ("held", "fanout") or a.transport != "ws"):
+        p.error("Socket.IO has the held and fanout modes over --transport ws only")
     if a.transport != "longpoll" and a.mode not in ("held", "fanout"):
         p.error("--transport sse and ws have the held and fanout modes only")
     cfg = {k.replace("-", "_"): v for k, v in vars(a).items()}
     if cfg["workers"] <= 0:
-        cfg["workers"] = min(4, max(1, math.ceil(a.sessions / 5_000)))
+        cfg["workers"] = 2
     # every n this run publishes is above those of earlier runs on the same server
     cfg["n_base"] = int(time.time() * 1000)
     cfg["workers"] = min(cfg["workers"], max(1, a.sessions))
@@ -1800,7 +2188,7 @@ def make_config(argv: list[str] | None = None) -> dict:
 
 def seed_fanout(cfg: dict) -> None:
     """Put the shared object (n = 0) in the limit-1 view before anyone subscribes."""
-    if cfg["target"] != "pushengine" or cfg["mode"] not in ("fanout", "held", "answers"):
+    if cfg["target"] != PUSHENGINE or cfg["mode"] not in ("fanout", "held", "answers"):
         return
     req = urllib.request.Request(cfg["url"] + "/api/publish",
                                  fan_change(cfg["n_base"], time.time()),
@@ -1815,7 +2203,7 @@ def run(cfg: dict) -> dict:
     c = Coordinator(cfg)
     c.spawn()
     try:
-        return asyncio.run(c.run())
+        return run_loop(c.run())
     finally:
         for p in c.procs:
             if p.is_alive():

@@ -189,6 +189,14 @@ class Nchan:
         self.stop()
 
 
+def wait_in_foreground(proc: subprocess.Popen) -> None:
+    """Until the server exits or Ctrl-C (the caller's ``with`` stops it)."""
+    try:
+        proc.wait()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+
+
 def children(pid: int) -> list[int]:
     """Direct children of ``pid`` (from /proc)."""
     out = []
@@ -223,10 +231,7 @@ def main() -> None:
     with Nchan(a.port, a.timeout) as n:
         print(f"nchan on {n.url}: subscribe GET {n.url}/sub/CH, publish POST {n.url}/pub/CH "
               f"(pids {n.pids()}); Ctrl-C stops it", file=sys.stderr)
-        try:
-            n.proc.wait()
-        except (KeyboardInterrupt, SystemExit):
-            pass
+        wait_in_foreground(n.proc)
 
 
 if __name__ == "__main__":

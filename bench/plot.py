@@ -8,8 +8,8 @@ changes a second): delivery latency p50
 pushengine and nchan; a last panel shows the memory per held long-poll.
 Where the results hold streaming runs (SSE and WebSocket), a second figure
 (``-streaming`` beside the first, or ``--streaming-out``) has one panel per
-rate with the p99 of each server over each streaming transport, and the
-memory per held stream.
+rate with the p99 of each server over each streaming transport (Socket.IO:
+WebSocket only), and the memory per held stream.
 Needs matplotlib (an optional bench dependency: pip install matplotlib).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-COLORS = {"pushengine": "#c0392b", "nchan": "#2471a3"}
+COLORS = {"pushengine": "#c0392b", "nchan": "#2471a3", "socketio": "#27ae60"}
 STYLES = {"ws": ("-", "o", "WebSocket"), "sse": ("--", "s", "SSE"),
           "longpoll": (":", "^", "long-poll")}
 
@@ -40,7 +40,7 @@ def series(runs: list[dict], transport: str = "longpoll"):
             if lat.get("p50") is not None:
                 fan[r["rate"]][r["target"]].append(
                     (r["sessions"], lat["p50"], lat["p99"], lg.get("lost", 0)))
-        elif r["group"] == "held" and r.get("bytes_per_session"):
+        elif r["group"] == "held" and r.get("bytes_per_session") is not None:
             held[r["target"]].append((r["sessions"], r["bytes_per_session"] / 1024))
     for rate in fan.values():
         for pts in rate.values():
@@ -169,9 +169,12 @@ def plot_streaming(doc: dict, out: str) -> str | None:
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(fontsize=6)
     m = doc.get("machine", {})
-    fig.suptitle(f"SSE and WebSocket: pushengine vs nginx+nchan, one process each — "
+    peers = "nginx+nchan" + (", Socket.IO" if any(r.get("target") == "socketio"
+                                                   for r in doc["runs"]) else "")
+    fig.suptitle(f"SSE and WebSocket: pushengine vs {peers}, one process each — "
                  f"{m.get('cores', '?')} cores, Python {m.get('python', '?')}, "
-                 f"nchan {m.get('nchan', '?')}", fontsize=10)
+                 f"nchan {m.get('nchan', '?')}"
+                 + (f", socket.io {m['socketio']}" if m.get("socketio") else ""), fontsize=10)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -4,8 +4,14 @@ Each scenario runs with a handful of sessions for a couple of seconds through
 ``bench/driver.py``'s ``run_one`` (the server as a subprocess, the load
 generator as another): nothing may be lost or duplicated. Fan-out and held
 sessions run over long-polling, SSE and WebSocket. The nchan runs need
-the Debian packages nginx and libnginx-mod-nchan; the AMQP run needs RabbitMQ
-and pika.
+the Debian packages nginx and libnginx-mod-nchan; the Socket.IO runs need
+node and npm (``npm ci`` of bench/socketio on the first run); the AMQP run
+needs RabbitMQ and pika. Without them a run is skipped; under CI=true it
+fails.
+
+The load generator's pieces are checked without a server: however the bytes
+of a stream are cut into reads, every event is counted once, with its gaps
+and duplicates (hypothesis).
 """
 from __future__ import annotations
 
@@ -13,8 +19,11 @@ import asyncio
 import json
 import os
 import sys
+import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -25,6 +34,7 @@ import driver  # noqa: E402
 import loadgen  # noqa: E402
 import nchan as nchan_bench  # noqa: E402
 import scenarios  # noqa: E402
+import socketio_peer  # noqa: E402
 from tests.services import require_program, require_service, unavailable  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -42,9 +52,19 @@ def run(group: str, target: str, transport: str = "longpoll") -> dict:
     return r
 
 
+def assert_lean(lg: dict) -> None:
+    """Every loadgen process measured, none near its limit with 20 sessions."""
+    roles = [p["role"] for p in lg["loadgen_processes"]]
+    assert roles == ["coordinator"] + [f"worker {i}" for i in range(lg["workers"])]
+    assert all(p["cpu_pct"] is not None for p in lg["loadgen_processes"])
+    assert lg["loadgen_cpu_max_pct"] == max(p["cpu_pct"] for p in lg["loadgen_processes"])
+    assert lg["loadgen_bound"] is False
+
+
 def assert_delivered(r: dict) -> None:
     lg = r["loadgen"]
     assert lg["errors"] == {}, lg["errors"]
+    assert_lean(lg)
     assert lg["connected"] == r["sessions"]
     assert lg["published"] > 0 and lg["expected"] > 0
     assert lg["lost"] == 0 and lg["gap_events"] == 0, lg
@@ -52,11 +72,16 @@ def assert_delivered(r: dict) -> None:
     assert lg["events"] == lg["expected"]
     assert lg["latency"]["count"] == lg["events"]
     assert 0 < lg["latency"]["p50"] <= lg["latency"]["p99"] <= lg["latency"]["max"] < 5
+    if lg["transport"] != "longpoll" and r["group"] == "fanout":
+        # 20 streams x 20/s: every server keeps up
+        assert lg["saturated"] is False and lg["delivered_per_s"] > 0.9 * lg["offered_per_s"]
+        assert lg["delivered_per_s_peak"] > 0 and lg["backlog_seconds"] < 5
 
 
 def assert_held_streams(r: dict) -> None:
     lg = r["loadgen"]
     assert lg["errors"] == {}, lg["errors"]
+    assert_lean(lg)
     h = lg["held"]
     assert h["open"] == lg["connected"] == r["sessions"] and h["closed"] == 0, h
     assert r["held_ok"] and r["rss_held_kb"] > 0
@@ -75,6 +100,17 @@ def require_nchan() -> None:
     missing = nchan_bench.available()
     if missing:
         unavailable(missing)
+
+
+def require_socketio() -> None:
+    require_program("node")
+    missing = socketio_peer.available()
+    if missing:
+        unavailable(missing)
+    try:
+        socketio_peer.ensure_installed()
+    except Exception as e:  # npm ci: the registry may be out of reach
+        unavailable(f"npm ci in bench/socketio failed: {e}")
 
 
 # -- pieces of the load generator, no server -----------------------------------
@@ -124,12 +160,29 @@ def test_event_parsing_fast_and_slow_paths_agree():
             b'{"seq":3,"key":"K","action":"reset","obj":[{"id":1,"n":7,"sent_at":2.5}]}'
             b'],"id":1}')
     fast = loadgen.EVENT_RE.findall(body)
-    assert fast == loadgen.Session._slow(body)
+    assert fast == loadgen.engine_tuples(json.loads(body)["result"])
     assert [m[4] for m in fast] == [b"5", b"", b"7"]
 
 
+@settings(max_examples=60, deadline=None)
+@given(hs.lists(hs.floats(min_value=-1.0, max_value=100.0, allow_nan=False), max_size=200))
+def test_histogram_add_many_is_add_one_by_one(values):
+    one, many = loadgen.Histogram(), loadgen.Histogram()
+    for v in values:
+        one.add(v)
+    many.add_many(values)
+    assert many.count == one.count and many.max == one.max
+    assert many.total == pytest.approx(one.total)
+    # numpy's log and libm's may round a value on a bucket's edge apart
+    assert sum(many.buckets.values()) == len(values)
+    moved = sum(abs(many.buckets.get(k, 0) - one.buckets.get(k, 0))
+                for k in set(many.buckets) | set(one.buckets))
+    assert moved <= 2 * max(1, len(values) // 100)
+
+
 def test_scenarios_build_loadgen_arguments():
-    runs = scenarios.suite("full") + scenarios.suite("smoke") + scenarios.suite("targets")
+    runs = (scenarios.suite("full") + scenarios.suite("smoke") + scenarios.suite("targets")
+            + scenarios.suite("peers") + scenarios.suite("longpoll-targets"))
     for run_ in runs:
         cfg = loadgen.make_config(run_.loadgen_args("http://127.0.0.1:1"))
         assert cfg["sessions"] == run_.sessions and cfg["mode"] == run_.group
@@ -139,25 +192,203 @@ def test_scenarios_build_loadgen_arguments():
     assert ("fanout-sse-10000-10/s", "pushengine") in names
     assert ("fanout-1000-10/s", "pushengine") in names   # long-poll names unchanged
     assert scenarios.max_held() <= 20_000
+    # every WebSocket scenario on the three servers (the smoke suite's held
+    # streams save the CI's time); Socket.IO over nothing else
+    by_key: dict = {}
+    for r in runs:
+        by_key.setdefault(r.key, set()).add(r.target)
+    for r in runs:
+        if r.transport == "ws" and r.target == "pushengine" and not r.fast:
+            assert by_key[r.key] >= {"pushengine", "nchan", "socketio"}, r.name
+        if r.target == "socketio":
+            assert r.transport == "ws" and r.group in ("fanout", "held")
+    peers = {(r.name, r.target) for r in scenarios.suite("peers")}
+    for n in (1000, 5000, 10_000):
+        for rate in (1, 10):
+            for t in ("pushengine", "nchan", "socketio"):
+                assert (f"fanout-ws-{n}-{rate}/s", t) in peers
+    # every target names a run of some suite
+    for t in scenarios.targets():
+        assert any(t.matches({"target": r.target, "group": r.group, "transport": r.transport,
+                              "sessions": r.sessions, "rate": r.rate}) for r in runs), t.text
 
 
-def test_websocket_frames_masked_and_parsed():
+def unmask(frame: bytes) -> tuple[int, bytes]:
+    """The opcode and payload of one client frame."""
+    n = frame[1] & 0x7F
+    start = 2 if n < 126 else 4
+    if n == 126:
+        n = int.from_bytes(frame[2:4], "big")
+    mask, payload = frame[start:start + 4], frame[start + 4:]
+    assert len(payload) == n and frame[1] & 0x80
+    return frame[0] & 0x0F, bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+class FakeSocket:
+    """What a stream sends from its read loop (pongs)."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send(self, data: bytes) -> int:
+        self.sent.append(bytes(data))
+        return len(data)
+
+
+def stream(target: str, transport: str, mode: str = "fanout"):
+    cfg = loadgen.make_config(["--target", target, "--transport", transport, "--mode", mode,
+                               "--sessions", "1"])
+    w = loadgen.Worker(cfg, range(1), None)
+    s = loadgen.subscriber_class(cfg)(w, 0)
+    s.sock = FakeSocket()
+    s.streaming()
+    return s, w, cfg["n_base"]
+
+
+def feed_in_pieces(s, wire: bytes, cuts: list[int], now: float = 2.0) -> None:
+    """Feed ``wire`` cut at ``cuts`` as the epoll loop does: through the
+    shared buffer, the incomplete frame's bytes kept in ``rest``."""
+    points = sorted({c for c in cuts if 0 < c < len(wire)})
+    for a, b in zip([0] + points, points + [len(wire)]):
+        piece = wire[a:b]
+        loadgen.RECV_BUF[:len(piece)] = piece
+        if s.rest:
+            data = s.rest + loadgen.RECV_BUF[:len(piece)]
+            s.rest = b""
+            s.on_data(data, len(data), now)
+        else:
+            s.on_data(loadgen.RECV_BUF, len(piece), now)
+        loadgen.RECV_BUF[:len(piece)] = b"\xff" * len(piece)   # nothing may keep it
+
+
+def test_websocket_frames_masked_and_walked_in_pieces():
     frame = loadgen.ws_frame(b'{"jsonrpc":"2.0"}' * 20)   # 340 bytes: 16-bit length
     assert frame[0] == 0x81 and frame[1] == 0x80 | 126
-    n = int.from_bytes(frame[2:4], "big")
-    mask, payload = frame[4:8], frame[8:]
-    assert n == len(payload) == 340
-    assert bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) == b'{"jsonrpc":"2.0"}' * 20
-    pongs = []
-    p = loadgen.WsParser(pongs.append)
+    assert unmask(frame) == (1, b'{"jsonrpc":"2.0"}' * 20)
+    s, w, _ = stream("nchan", "ws")
+    got = []
+    s.on_message = lambda data, a, b, now: got.append(bytes(data[a:b])) or 0
     big = b"x" * 70_000
     wire = (b"\x81\x05hello" + b"\x01\x03abc" + b"\x89\x02hi" + b"\x80\x03def"
             + b"\x81\x7f" + len(big).to_bytes(8, "big") + big + b"\x88\x02\x03\xe8")
-    got = []
-    for i in range(0, len(wire), 1000):   # arrives in pieces
-        got += p.feed(wire[i:i + 1000])
+    feed_in_pieces(s, wire, list(range(0, len(wire), 999)))
     assert got == [b"hello", b"abcdef", big]
-    assert pongs == [b"hi"] and p.closed == 1000
+    assert [unmask(f) for f in s.sock.sent] == [(10, b"hi")] and s.closed == 1000
+
+
+def server_frame(payload: bytes) -> bytes:
+    n = len(payload)
+    head = bytes((0x81, n)) if n < 126 else b"\x81\x7e" + n.to_bytes(2, "big")
+    return head + payload
+
+
+def engine_event(seq: int, n: int, sent: float) -> bytes:
+    return (b'{"seq":%d,"key":"V","action":"update","obj":{"id":1,"n":%d,"sent_at":%r},'
+            b'"old":{"id":1,"n":0,"sent_at":0.0}}' % (seq, n, sent))
+
+
+def wire_of(target: str, transport: str, ns: list[int], base: int) -> bytes:
+    """The bytes a server sends for events with these n (offsets from base)."""
+    out = []
+    if target == "socketio":
+        out.append(server_frame(b"2"))                  # an Engine.IO ping among them
+    for seq, n in enumerate(ns, 1):
+        if target == "pushengine":
+            event = engine_event(seq, base + n, 1.0)
+            if transport == "ws":
+                out.append(server_frame(b'{"jsonrpc":"2.0","method":"events","params":['
+                                        + event + b"]}"))
+            else:
+                out.append(b"id: %d\ndata: %s\n\n" % (seq, event))
+        else:
+            msg = loadgen.peer_message(base + n, 1.0)
+            if target == "socketio":
+                out.append(server_frame(b'42["m",' + msg + b"]"))
+            elif transport == "ws":
+                out.append(server_frame(msg))
+            else:
+                out.append(b"id: %d\ndata: %s\n\n" % (seq, msg))
+    return b"".join(out)
+
+
+STREAM_KINDS = [("pushengine", "ws"), ("pushengine", "sse"), ("nchan", "ws"),
+                ("nchan", "sse"), ("socketio", "ws")]
+
+
+# one test drawing the kind (pytest-twisted wraps a hypothesis test once per
+# function object: parametrized, the second case runs the first one's wrapper)
+@settings(max_examples=200, deadline=None)
+@given(kind=hs.sampled_from(STREAM_KINDS),
+       ns=hs.lists(hs.integers(min_value=1, max_value=40), min_size=1, max_size=30),
+       cuts=hs.lists(hs.integers(min_value=0, max_value=20_000), max_size=12))
+def test_stream_counts_do_not_depend_on_how_reads_cut_the_bytes(kind, ns, cuts):
+    target, transport = kind
+    s, w, base = stream(target, transport)
+    feed_in_pieces(s, wire_of(target, transport, ns, base), cuts)
+    st = w.stats
+    last, events, dups, gaps = 0, 0, 0, 0
+    for n in ns:
+        if n <= last:
+            dups += 1
+        else:
+            gaps += n - last - 1
+            last = n
+            events += 1
+    assert (st.events, st.duplicates, st.gap_events) == (events, dups, gaps)
+    assert st.errors == {} and st.streams_closed == 0 and st.other_events == 0
+    assert len(w.lat) == events and all(abs(v - 1.0) < 1e-6 for v in w.lat)
+    if target == "socketio":
+        assert st.pings == 1 and [unmask(f) for f in s.sock.sent] == [(1, b"3")]
+
+
+@pytest.mark.parametrize("kind,transport", STREAM_KINDS)
+def test_loadgen_cost_reads_every_event_once(kind, transport):
+    import loadgen_cost
+    r = loadgen_cost.measure(kind, transport, streams=20, rounds=20, gap=0.002)
+    assert r["events"] == r["expected"] == r["latencies"] == 400, r
+    assert (r["duplicates"], r["gap_events"], r["errors"]) == (0, 0, {})
+    assert 0 < r["us_per_event"] and r["events_per_s_at_bound"] > 0
+
+
+def test_a_stream_answers_pings_while_the_others_are_set_up():
+    """Socket.IO drops a socket whose pong is late (25 s + 20 s by default):
+    a stream is read from the end of its own set-up, not from the moment
+    every session of the run is set up."""
+    import socket
+
+    async def go():
+        cfg = loadgen.make_config(["--target", "socketio", "--transport", "ws",
+                                   "--mode", "held", "--sessions", "1"])
+        w = loadgen.Worker(cfg, range(1), None)
+        w.loop = asyncio.get_running_loop()
+        mine, theirs = socket.socketpair()
+        mine.setblocking(False)
+        theirs.setblocking(False)
+        s = loadgen.subscriber_class(cfg)(w, 0)
+        s.sock = mine
+        s.start()
+        theirs.sendall(server_frame(b"2"))
+        data = b""
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            try:
+                data = theirs.recv(100)
+                break
+            except BlockingIOError:
+                pass
+        assert unmask(data) == (1, b"3") and w.stats.pings == 1
+        s.close()
+        assert not w.streams
+        theirs.close()
+    asyncio.run(go())
+
+
+def test_socketio_disconnect_ends_the_stream():
+    s, w, base = stream("socketio", "ws")
+    s.reading = False
+    s.on_data(server_frame(b"41"), 4, 1.0)
+    assert w.stats.streams_closed == 1 and w.stats.errors == {
+        "Socket.IO disconnect from the server": 1}
 
 
 def test_chunked_stream_decoded_in_pieces():
@@ -171,20 +402,50 @@ def test_chunked_stream_decoded_in_pieces():
 def test_stream_subscriber_counts_events_gaps_and_duplicates():
     cfg = loadgen.make_config(["--mode", "fanout", "--transport", "sse", "--sessions", "1"])
     w = loadgen.Worker(cfg, range(1), None)
-    s = loadgen.StreamSubscriber(w, 0)
+    s = loadgen.subscriber_class(cfg)(w, 0)
+    s.chunks = loadgen.ChunkParser()
     base = cfg["n_base"]
 
     def event(seq: int, n: int) -> bytes:
         return (b'id: %d\ndata: {"seq":%d,"key":"V","action":"update","obj":{"id":1,"n":%d,'
                 b'"sent_at":%r},"old":{"id":1,"n":0,"sent_at":0.0}}\n\n'
                 % (seq, seq, n, 1.0))
-    wire = b"retry: 3000\n\n" + event(1, base + 1) + event(2, base + 3) + b": ping\n\n"
-    wire += event(3, base + 3)
+    text = b"retry: 3000\n\n" + event(1, base + 1) + event(2, base + 3) + b": ping\n\n"
+    text += event(3, base + 3)
+    wire = b"".join(b"%x\r\n%s\r\n" % (len(text[i:i + 70]), text[i:i + 70])
+                    for i in range(0, len(text), 70))       # chunked, as the engine sends
     for i in range(0, len(wire), 50):
         s.feed(wire[i:i + 50], 2.0)
     st = w.stats
     assert (st.events, st.gap_events, st.duplicates, st.pings) == (2, 1, 1, 1)
-    assert w.hist.count == 2 and abs(w.hist.max - 1.0) < 0.05
+    w.snapshot()
+    assert w.hist.count == 2 and abs(w.hist.max - 1.0) < 0.05 and w.lat == []
+
+
+def test_deliveries_per_second_from_the_workers_reports():
+    c = loadgen.Coordinator(loadgen.make_config(["--sessions", "2"]))
+    # two workers reporting every second, half a second apart, 1,000 events/s
+    # each; then worker 0 gets 9,000 in one second
+    c.series = {0: [(float(t), 1000 * t) for t in range(10)] + [(10.0, 18_000), (11.0, 18_000)],
+                1: [(t + 0.5, 1000 * t) for t in range(10)]}
+    assert c.cumulative(4.0) == pytest.approx(4000 + 3500)
+    assert c.cumulative(-1.0) == 0 and c.cumulative(99.0) == 18_000 + 9000
+    assert c.window_rate(2.0, 6.0) == pytest.approx(2000)
+    # the best 2 s: [8, 10], worker 0 10,000 events, worker 1 1,500
+    assert c.peak_rate(0.0, 11.0) == pytest.approx(11_500 / 2)
+
+
+def test_loadgen_processes_measured_from_proc():
+    cpu = loadgen.CpuSeries([("coordinator", os.getpid())])
+    cpu.sample()
+    p0 = time.process_time()
+    while time.process_time() - p0 < 0.3:
+        sum(range(10_000))
+    cpu.sample()
+    used = time.process_time() - p0
+    wall = cpu.samples[-1][0] - cpu.samples[0][0]
+    (pct,) = cpu.percent(0, time.time() + 1)
+    assert pct == pytest.approx(100 * used / wall, abs=100 * 0.03 / wall)
 
 
 # -- round trips against the engine -------------------------------------------
@@ -254,6 +515,25 @@ def test_nchan_stream_fanout_loses_nothing(transport):
     assert_delivered(run("fanout", "nchan", transport))
 
 
+# -- Socket.IO, the second peer -------------------------------------------------------
+
+
+def test_socketio_fanout_loses_nothing():
+    require_socketio()
+    r = run("fanout", "socketio", "ws")
+    assert_delivered(r)
+    # its pings come every half second: answered, or the sockets would be gone
+    assert r["loadgen"]["pings"] >= r["sessions"]
+
+
+def test_socketio_held_streams_stay_open():
+    require_socketio()
+    r = run("held", "socketio", "ws")
+    assert_held_streams(r)
+    assert r["loadgen"]["pings"] >= r["sessions"]
+    assert r["parked_seconds"] is not None   # its /status counted every socket
+
+
 # -- reporting ----------------------------------------------------------------------
 
 
@@ -276,6 +556,11 @@ def test_report_comparison_and_plot(tmp_path):
     for r in results:
         assert driver.describe(r)
     driver.print_comparison(rows)
+    # every server kept up with 20 sessions: its best is what was offered
+    for row in driver.saturation(results):
+        assert row["saturated"] is False and row["fell_behind_in"] == []
+        assert row["delivered_per_s"] == pytest.approx(400, rel=0.3), row
+    driver.print_saturation(driver.saturation(results))
     pytest.importorskip("matplotlib")
     import plot
     doc = {"machine": driver.machine(), "runs": results}
@@ -302,3 +587,59 @@ def test_the_comparison_gives_a_ratio_for_every_figure_both_sides_have():
     assert rows[0]["ratio"]["events/CPU-s"] == 0.5 and rows[0]["ratio"]["p99"] == 2.0
     rows = driver.compare([result("pushengine", None, 0.2), result("nchan", 60_000.0, 0.1)])
     assert "events/CPU-s" not in rows[0]["ratio"] and rows[0]["ratio"]["p99"] == 2.0
+    # both peers: a ratio to each
+    rows = driver.compare([result("pushengine", 30_000.0, 0.2), result("nchan", 60_000.0, 0.1),
+                           result("socketio", 20_000.0, 0.4)])
+    assert rows[0]["ratios"]["socketio"]["p99"] == 0.5
+    assert rows[0]["ratios"]["socketio"]["events/CPU-s"] == 1.5
+    assert rows[0]["ratios"]["nchan"] is rows[0]["ratio"] and rows[0]["loadgen_bound"] == []
+    driver.print_comparison(rows)
+
+
+def fanout_result(target, sessions, rate, delivered, peak, saturated, bound=False,
+                  p99=0.1, lost=0, transport="ws"):
+    return {"target": target, "group": "fanout", "transport": transport,
+            "sessions": sessions, "subs": 1, "rate": rate, "batch": 1,
+            "name": f"fanout-{transport}-{sessions}-{rate:g}/s", "cpu_pct": 90.0,
+            "events_per_cpu_s": delivered / 0.9,
+            "loadgen": {"latency": {"p50": p99 / 2, "p99": p99, "max": p99}, "lost": lost,
+                        "events_per_s": delivered, "delivered_per_s_peak": peak,
+                        "saturated": saturated, "loadgen_bound": bound,
+                        "setup_seconds": sessions / 1000, "publish_rate": rate}}
+
+
+def test_deliveries_at_saturation_per_server():
+    results = [fanout_result("pushengine", 1000, 10, 10_000, 10_500, False),
+               fanout_result("pushengine", 10_000, 10, 33_000, 36_000, True),
+               fanout_result("socketio", 10_000, 10, 40_000, 41_000, True, bound=True),
+               {"target": "nchan", "group": "fanout", "transport": "ws", "sessions": 10_000,
+                "subs": 1, "rate": 10, "batch": 1, "name": "fanout-ws-10000-10/s",
+                "error": "RuntimeError: nginx did not start"}]
+    rows = {r["target"]: r for r in driver.saturation(results)}
+    assert set(rows) == {"pushengine", "socketio"}       # a failed run has no figures
+    pe = rows["pushengine"]
+    assert (pe["delivered_per_s"], pe["in"], pe["peak_per_s"]) == (
+        33_000, "fanout-ws-10000-10/s", 36_000)
+    assert pe["saturated"] and pe["fell_behind_in"] == ["fanout-ws-10000-10/s"]
+    assert pe["cpu_us_per_event"] == pytest.approx(1e6 * 0.9 / 33_000)
+    assert pe["setup_sessions"] == 10_000 and pe["loadgen_bound_in"] == []
+    assert rows["socketio"]["loadgen_bound_in"] == ["fanout-ws-10000-10/s"]
+    driver.print_saturation(list(rows.values()))
+
+
+def test_targets_are_not_judged_on_a_loadgen_bound_run():
+    targets = [t for t in scenarios.targets() if t.group == "fanout" and t.transport == "ws"]
+    p99_target, per_cpu_target = targets
+    results = [fanout_result("pushengine", 10_000, 10, 90_000, 95_000, False, p99=0.3),
+               fanout_result("nchan", 10_000, 10, 99_000, 99_000, False, p99=0.2),
+               fanout_result("pushengine", 10_000, 1, 10_000, 10_000, False),
+               fanout_result("nchan", 10_000, 1, 10_000, 10_000, False, bound=True)]
+    rows = {r["target"]: r for r in driver.hold_targets(results, targets)}
+    met = rows[p99_target.text]
+    assert met["verdict"] == "met" and met["value"] == 0.3 and met["peers"] == {"nchan": 0.2}
+    assert rows[per_cpu_target.text]["verdict"] == "not judged: loadgen-bound (nchan)"
+    results[0]["loadgen"]["lost"] = 5
+    assert driver.hold_targets(results, targets)[0]["verdict"] == "missed"
+    results[0]["loadgen"]["loadgen_bound"] = True
+    assert driver.hold_targets(results, targets)[0]["verdict"].startswith("not judged")
+    driver.print_targets(list(rows.values()))
