@@ -24,7 +24,7 @@ from pushengine.views.operators.base import (
     Condition, Operator, ParamError, Predicate, Ref, ViewDefinitionError, bad_param,
     parse_operand, register, resolve)
 from pushengine.views.similarity import (
-    Features, Scheme, choose_bands, jaccard, new_index, scheme_for, shares_band)
+    Features, Scheme, SimilarityIndex, choose_bands, jaccard, scheme_for, shares_band)
 
 MAX_TEXT = 1024          # characters in a text parameter (as any string param)
 SIMILARITY = "_similarity"
@@ -102,7 +102,7 @@ class SimilarStoreIndex:
     def __init__(self, field: str, scheme: Scheme) -> None:
         self.field = field
         self.scheme = scheme
-        self.lsh = new_index(scheme)
+        self.lsh = SimilarityIndex(scheme)
         self.objects: dict[Any, dict] = {}      # the indexed ones (they have a text)
         self.tokens: dict[Any, frozenset] = {}
 
@@ -159,9 +159,8 @@ class SimilarStoreIndex:
             self.objects[id_] = new         # same text: same bands
             # the routing of this change looks them up next: from here, not
             # hashed again
-            lsh = self.lsh.keys
-            self.scheme.features.remember(text, Features(
-                self.tokens[id_], tuple(lsh.matrix[lsh.row_of[id_]].tolist())))
+            self.scheme.features.remember(text, Features(self.tokens[id_],
+                                                         self.lsh.bands_of(id_)))
             return
         features = self.scheme.features(text)
         if features is None:                # no words
@@ -197,12 +196,12 @@ class SimilarStoreIndex:
         # the view's filter checks these again: hand it their tokens and
         # bands, known here, rather than have it hash each text again
         if found:
-            field, rows, matrix = self.field, self.lsh.keys.row_of, self.lsh.keys.matrix
+            field, bands_of = self.field, self.lsh.bands_of
             remember, shingled = self.scheme.features.remember, self.scheme.shingler.tokens.remember
             for id_, obj in found.items():
                 text, have = obj[field], tokens[id_]
                 shingled(text, have)
-                remember(text, Features(have, tuple(matrix[rows[id_]].tolist())))
+                remember(text, Features(have, bands_of(id_)))
         return [found]
 
     def __len__(self) -> int:
