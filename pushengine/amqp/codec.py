@@ -288,6 +288,8 @@ class Writer:
             self._put(body)
         elif isinstance(v, Decimal):
             sign, digits, exponent = v.as_tuple()
+            if not isinstance(exponent, int):       # NaN or infinity
+                raise TypeError(f"cannot encode the decimal {v} in an AMQP table")
             scale = max(0, -exponent)
             self._put(b"D" + _u8.pack(scale) + _i32.pack(int(v.scaleb(scale))))
         elif v is None:
@@ -324,7 +326,7 @@ def decode_frame(spec, data: bytes) -> Frame:
     if frame_type == FRAME_HEADER:
         class_id, weight, body_size = reader._take_many(_header_head)
         klass = spec.classes.byid[class_id]
-        present = []
+        present: list[bool] = []
         while True:
             flags = reader.short()
             present.extend(bool(flags >> i & 1) for i in range(15, 0, -1))
