@@ -48,19 +48,19 @@ def parse_counter(value: bytes) -> int | None:
     return number
 
 
-def check_value(value: Any) -> bytes:
+def check_value(value: object) -> bytes:
     if not isinstance(value, (bytes, bytearray)):
         raise TypeError(f"cache values are bytes, not {type(value).__name__}")
     return bytes(value)
 
 
-def check_delta(delta: Any) -> int:
+def check_delta(delta: object) -> int:
     if not isinstance(delta, int) or delta < 0 or delta >= _MAX_U64:
         raise ValueError("incr/decr delta must be an int in [0, 2**64)")
     return delta
 
 
-def check_expire(expire: Any) -> int:
+def check_expire(expire: object) -> int:
     if not isinstance(expire, int):
         raise TypeError("expire is a whole number of seconds")
     return expire
@@ -90,7 +90,7 @@ class InMemoryCache:
 
     # -- internals ---------------------------------------------------------
 
-    def _run(self, fn: Callable[..., Any], *args: Any) -> Deferred:
+    def _run(self, fn: Callable[..., object], *args: object) -> Deferred:
         self._stats["ops"] += 1
         try:
             return succeed(fn(*args))
