@@ -8,7 +8,7 @@ per-user views cost a dictionary look-up per change, not a scan.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterable
+from typing import Callable, Hashable, Iterable
 
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
 from twisted.logger import Logger
