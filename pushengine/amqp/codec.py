@@ -230,7 +230,7 @@ class Writer:
 
     timestamp = longlong
 
-    def bit(self, v: Any) -> None:
+    def bit(self, v: object) -> None:
         if self._bit_index >= 8:
             self._flush_bits()
         if v:
@@ -260,7 +260,7 @@ class Writer:
         self._put(_u32.pack(len(body)))
         self._put(body)
 
-    def value(self, v: Any) -> None:
+    def value(self, v: object) -> None:
         if isinstance(v, bool):
             self._put(b"t" + _u8.pack(1 if v else 0))
         elif isinstance(v, int):
@@ -297,7 +297,7 @@ class Writer:
         else:
             raise TypeError(f"cannot encode {type(v).__name__} in an AMQP table")
 
-    def encode(self, field_type: str, v: Any) -> None:
+    def encode(self, field_type: str, v: object) -> None:
         getattr(self, field_type)(v)
 
 

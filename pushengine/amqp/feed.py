@@ -65,12 +65,28 @@ class _QuietClientService(ClientService):
     _log = Logger(observer=_WithoutRetryChatter())
 
 
+class Content(Protocol):
+    """A message's content as txamqp gives it: the body (text when it was
+    valid UTF-8, else bytes) and the properties."""
+
+    body: str | bytes
+    properties: Mapping[str, Any]
+
+
 class Delivered(Protocol):
     """A delivered message as txamqp gives it (``basic.deliver`` with its
     content)."""
 
     delivery_tag: int
-    content: Any            # txamqp's Content: body (str or bytes), properties
+    content: Content
+
+
+class Deliveries(Protocol):
+    """The consumer's queue of delivered messages (txamqp's
+    TimeoutDeferredQueue): ``get`` fails with ``txamqp.queue.Closed`` once
+    the connection is closed."""
+
+    def get(self) -> Deferred[Delivered]: ...
 
 
 class AmqpFeed:
@@ -457,7 +473,7 @@ class _Session:
     """One connection that is up: its channels, consumer and publisher."""
 
     def __init__(self, feed: AmqpFeed, client: FeedClient, channel: Channel,
-                 publisher: ConfirmPublisher, messages: Any, ack_every: int) -> None:
+                 publisher: ConfirmPublisher, messages: Deliveries, ack_every: int) -> None:
         self.feed = feed
         self.client = client
         self.channel = channel

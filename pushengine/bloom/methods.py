@@ -63,7 +63,7 @@ class _Options(Method):
     """A method whose optional named params may be left out in any
     combination (``{"key": "k", "items": [...], "nonscaling": true}``)."""
 
-    def __init__(self, func: Callable, defaults: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, func: Callable, defaults: dict[str, object], **kwargs: Any) -> None:
         super().__init__(func, **kwargs)
         self.defaults = defaults
 
