@@ -21,6 +21,7 @@ from tests.cluster.conftest import CLUSTER_DB, REDIS_HOST, REDIS_PORT
 from tests.cluster.processes import Client, Cluster, World, call, haproxy_config, publish
 from tests.cluster.resp import Resp
 from tests.services import require_program, require_service
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.service, pytest.mark.e2e]
 
@@ -50,17 +51,6 @@ def cluster(tmp_path):
         c.stop()
 
 
-def wait_until(check, deadline: float, what: str):
-    end = time.monotonic() + deadline
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"{what} not reached within {deadline} s: {value!r}")
-        time.sleep(0.05)  # polling real processes, not driving time
-
-
 def test_a_node_dies_and_its_clients_continue_elsewhere(cluster: Cluster) -> None:
     world = World(seed=11)
     publish(cluster.base, [world.change() for _ in range(40)])   # some state to start from
@@ -80,6 +70,7 @@ def test_a_node_dies_and_its_clients_continue_elsewhere(cluster: Cluster) -> Non
     assert all(v > 0 for v in held.values()), held
 
     def stream(seconds: float) -> None:
+        """Traffic for ``seconds``, 25 changes a second (a pace, not a wait)."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             publish(cluster.base, [world.change()])

@@ -37,7 +37,7 @@ class StreamClient(Client):
             self.follow()
         except (OSError, ConnectionError, ValueError, AssertionError):
             self.reconnects += 1
-            time.sleep(0.1)
+            time.sleep(0.1)         # a client's back-off before it connects again
 
     def follow(self) -> None:
         raise NotImplementedError
@@ -125,6 +125,7 @@ def test_streams_move_to_another_node_when_theirs_dies(cluster) -> None:  # noqa
                15, "every stream attached")
 
     def stream(seconds: float) -> None:
+        """Traffic for ``seconds``, 25 changes a second (a pace, not a wait)."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             publish(cluster.base, [world.change()])

@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.services import free_port
+from tests.waiting import wait_until
 
 START_DEADLINE = 30.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,20 +63,21 @@ class Engine:
             return ""
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_DEADLINE
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             if self.process.poll() is not None:
                 out = self.process.stdout.read().decode("utf-8", "replace")
                 pytest.fail(f"twistd exited with {self.process.returncode}:\n{out}\n"
                             f"{self.log_text()}")
             try:
-                if self.get("/health").code == 200:
-                    return
+                return self.get("/health").code == 200
             except OSError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        pytest.fail(f"twistd did not answer /health in {START_DEADLINE} s:\n{self.log_text()}")
+                return False
+        try:
+            wait_until(ready, START_DEADLINE, "twistd answering /health", interval=0.05)
+        except AssertionError:
+            self.stop()
+            pytest.fail(f"twistd did not answer /health in {START_DEADLINE} s:\n"
+                        f"{self.log_text()}")
 
     def stop(self) -> int | None:
         if self.process.poll() is None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import pytest
 import pytest_twisted
@@ -16,6 +15,7 @@ from twisted.internet.task import Clock
 
 from pushengine.memcache import InMemoryCache, MemcacheClient
 from tests.services import free_port, port_open, require_program, unavailable
+from tests.waiting import wait_until
 
 
 class MemcachedProcess:
@@ -35,13 +35,17 @@ class MemcachedProcess:
         if os.geteuid() == 0:
             args += ["-u", "root"]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while not port_open("127.0.0.1", self.port, timeout=0.2):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                err = self.process.stderr.read().decode(errors="replace") if self.process.poll() is not None else ""
-                self.stop()
-                unavailable(f"memcached did not start on port {self.port}: {err}")
-            time.sleep(0.01)  # waiting for a child process to listen, not driving time
+        process = self.process
+        try:
+            up = wait_until(lambda: "exited" if process.poll() is not None
+                            else port_open("127.0.0.1", self.port, timeout=0.2),
+                            10, f"memcached listening on {self.port}", interval=0.01)
+        except AssertionError:
+            up = "timed out"
+        if up is not True:
+            err = process.stderr.read().decode(errors="replace") if up == "exited" else up
+            self.stop()
+            unavailable(f"memcached did not start on port {self.port}: {err}")
         return self
 
     def stop(self) -> None:
