@@ -23,12 +23,13 @@ test's thread).
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, TypeVar
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
+
+from tests.waiting import Deadline
 
 T = TypeVar("T")
 
@@ -68,11 +69,8 @@ async def eventually(check: Callable[[], T], timeout: float = 10.0,
     value, or fail after ``timeout`` seconds saying ``what`` was awaited."""
     from twisted.internet import reactor
 
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s (last: {value!r})")
+    deadline = Deadline(timeout, what)
+    while not (value := check()):
+        deadline.check(value)
         await deferLater(reactor, interval, lambda: None)
+    return value

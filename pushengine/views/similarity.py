@@ -604,16 +604,8 @@ class SimilarityIndex:
         if key in self.keys.row_of:
             self.discard(key)
         row = self.keys.put(key, bands, size)
-        for h, table in zip(bands, self.hashtables):    # table.add, inlined
-            d = table.delta
-            v = d.get(h)
-            if v is None:
-                d[h] = row
-            elif isinstance(v, set):
-                v.add(row)
-            elif v != row:
-                d[h] = {v, row}
-            table.added += 1
+        for h, table in zip(bands, self.hashtables):
+            table.add(h, row)
         self._maybe_merge()
 
     def insert_many(self, keys: Sequence[Hashable], bands: np.ndarray,

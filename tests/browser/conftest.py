@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.services import free_port, require_program, unavailable
-from tests.waiting import page_sleep, wait_until
+from tests.services import free_port, require_program, stop_process, unavailable
+from tests.waiting import page_sleep, wait_serving, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
@@ -62,21 +62,8 @@ class EngineProcess:
                    *self.args]
         self.process = subprocess.Popen(command, cwd=str(self.workdir), env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        process = self.process
-
-        def ready() -> bool:
-            if process.poll() is not None:
-                out = process.stdout.read().decode("utf-8", "replace")
-                pytest.fail(f"twistd exited with {process.returncode}:\n{out}\n{self.log_text()}")
-            try:
-                return self.get("/health")[0] == 200
-            except OSError:
-                return False
-        try:
-            wait_until(ready, START_DEADLINE, "twistd answering /health", interval=0.05)
-        except AssertionError:
-            self.stop()
-            pytest.fail(f"twistd did not answer /health in {START_DEADLINE} s:\n{self.log_text()}")
+        wait_serving(self.process, lambda: self.get("/health")[0] == 200, START_DEADLINE,
+                     self.log_text, self.stop)
 
     def kill(self) -> None:
         """Die at once, as a crashed node does: its sessions are gone."""
@@ -86,13 +73,8 @@ class EngineProcess:
         self._close()
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        if self.process:
+            stop_process(self.process)
         self._close()
 
     def restart(self) -> None:

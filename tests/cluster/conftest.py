@@ -17,7 +17,7 @@ import pytest_twisted
 
 from tests.cluster.resp import Resp
 from tests.services import free_port, port_open, require_program, require_service, unavailable
-from tests.waiting import wait_until
+from tests.waiting import wait_listening
 
 REDIS_HOST = "127.0.0.1"
 REDIS_PORT = 6379
@@ -59,16 +59,10 @@ class RedisProcess:
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--protected-mode", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        process = self.process
-        try:
-            up = wait_until(lambda: "exited" if process.poll() is not None
-                            else port_open("127.0.0.1", self.port, timeout=0.2),
-                            10, f"redis-server listening on {self.port}")
-        except AssertionError:
-            up = "timed out"
-        if up is not True:
+        why = wait_listening(self.process, self.port)
+        if why is not None:
             self.stop()
-            unavailable(f"redis-server did not start on port {self.port} ({up})")
+            unavailable(f"redis-server did not start on port {self.port} ({why})")
         return self
 
     def stop(self) -> None:

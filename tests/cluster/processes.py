@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import Engine
-from tests.services import free_port, port_open
-from tests.waiting import wait_until
+from tests.services import free_port
+from tests.waiting import wait_listening, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "haproxy.cfg.in"
@@ -64,15 +64,10 @@ class Process:
         self.process = subprocess.Popen(args, stdout=self.out, stderr=subprocess.STDOUT)
 
     def wait_port(self, port: int, what: str, deadline: float = 15.0) -> None:
-        try:
-            up = wait_until(lambda: "exited" if self.process.poll() is not None
-                            else port_open("127.0.0.1", port, timeout=0.2),
-                            deadline, f"{what} listening on {port}")
-        except AssertionError:
-            up = "timed out"
-        if up is not True:
+        why = wait_listening(self.process, port, deadline)
+        if why is not None:
             self.kill()
-            raise RuntimeError(f"{what} did not listen on {port} ({up}): "
+            raise RuntimeError(f"{what} did not listen on {port} ({why}): "
                                f"{self.log.read_text('utf-8', 'replace')[-2000:]}")
 
     def kill(self) -> None:
@@ -263,6 +258,15 @@ def publish(base: str, changes: list[dict], retry_for: float = 10.0) -> None:
         wait_until(accepted, retry_for, "the publication accepted", interval=0.05)
     except AssertionError:
         raise RuntimeError(f"publishing failed for {retry_for} s: {last[0]!r}") from None
+
+
+def traffic(base: str, world: "World", seconds: float) -> None:
+    """Changes of ``world`` published through ``base`` for ``seconds``, 25 a
+    second (a pace for the test's traffic, not a wait)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        publish(base, [world.change()])
+        time.sleep(0.04)
 
 
 # -- the model: what each view must hold --------------------------------------

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.services import free_port
-from tests.waiting import wait_until
+from tests.services import free_port, stop_process
+from tests.waiting import wait_serving
 
 START_DEADLINE = 30.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,33 +63,14 @@ class Engine:
             return ""
 
     def wait_ready(self) -> None:
-        def ready() -> bool:
-            if self.process.poll() is not None:
-                out = self.process.stdout.read().decode("utf-8", "replace")
-                pytest.fail(f"twistd exited with {self.process.returncode}:\n{out}\n"
-                            f"{self.log_text()}")
-            try:
-                return self.get("/health").code == 200
-            except OSError:
-                return False
-        try:
-            wait_until(ready, START_DEADLINE, "twistd answering /health", interval=0.05)
-        except AssertionError:
-            self.stop()
-            pytest.fail(f"twistd did not answer /health in {START_DEADLINE} s:\n"
-                        f"{self.log_text()}")
+        wait_serving(self.process, lambda: self.get("/health").code == 200, START_DEADLINE,
+                     self.log_text, self.stop)
 
     def stop(self) -> int | None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        code = stop_process(self.process)
         if self.process.stdout is not None:
             self.process.stdout.close()
-        return self.process.returncode
+        return code
 
     # -- HTTP -----------------------------------------------------------------
     def request(self, method: str, path: str, body: bytes | None = None,

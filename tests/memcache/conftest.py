@@ -14,8 +14,8 @@ import pytest_twisted
 from twisted.internet.task import Clock
 
 from pushengine.memcache import InMemoryCache, MemcacheClient
-from tests.services import free_port, port_open, require_program, unavailable
-from tests.waiting import wait_until
+from tests.services import free_port, require_program, unavailable
+from tests.waiting import wait_listening
 
 
 class MemcachedProcess:
@@ -35,15 +35,9 @@ class MemcachedProcess:
         if os.geteuid() == 0:
             args += ["-u", "root"]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        process = self.process
-        try:
-            up = wait_until(lambda: "exited" if process.poll() is not None
-                            else port_open("127.0.0.1", self.port, timeout=0.2),
-                            10, f"memcached listening on {self.port}", interval=0.01)
-        except AssertionError:
-            up = "timed out"
-        if up is not True:
-            err = process.stderr.read().decode(errors="replace") if up == "exited" else up
+        why = wait_listening(self.process, self.port, interval=0.01)
+        if why is not None:
+            err = self.process.stderr.read().decode(errors="replace") if why == "exited" else why
             self.stop()
             unavailable(f"memcached did not start on port {self.port}: {err}")
         return self

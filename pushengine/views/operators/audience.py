@@ -16,8 +16,7 @@ import re
 from typing import Any, Iterable
 
 from pushengine.views.operators.base import (
-    Condition, Operator, Predicate, Ref, ViewDefinitionError, parse_operand, register,
-    resolve)
+    Condition, Predicate, SessionOperand, register, resolve)
 
 SESSION_SEGMENTS = "session.segments"
 # a segment's name, as views name it and uploads give it
@@ -58,21 +57,12 @@ def relevant_segments(conditions: list[Condition],
 
 
 @register
-class Audience(Operator):
+class Audience(SessionOperand):
     name = "audience"
-    own_key = True
+    session_value = SESSION_SEGMENTS
     roles = ("audience",)
     takes_session_segments = True
     opens_audience = True       # this view may show targeted objects
-
-    def parse(self, field: str | None, spec: object, view: str) -> Condition:
-        operand = parse_operand(spec)
-        if operand != Ref(SESSION_SEGMENTS):
-            raise ViewDefinitionError(f"{view}: 'audience' takes $session.segments")
-        return Condition("audience", None, operand)
-
-    def check(self, name: str, role: str, value: object) -> object:  # pragma: no cover
-        return value    # only ever bound to the session's segments
 
     def bind(self, condition: Condition, values: dict[str, Any]) -> Predicate:
         segments = frozenset(resolve(condition.operand, values) or ())

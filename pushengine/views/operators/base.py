@@ -201,6 +201,24 @@ class Operator:
         return self.store_index(condition) is not None
 
 
+class SessionOperand(Operator):
+    """An operator written as a key of its own whose operand is always one
+    of the session's values (``session_value``: ``$session.user``,
+    ``$session.segments``), which a client can never supply."""
+
+    own_key = True
+    session_value: ClassVar[str] = ""
+
+    def parse(self, field: str | None, spec: object, view: str) -> Condition:
+        operand = parse_operand(spec)
+        if operand != Ref(self.session_value):
+            raise ViewDefinitionError(f"{view}: '{self.name}' takes ${self.session_value}")
+        return Condition(self.name, None, operand)
+
+    def check(self, name: str, role: str, value: object) -> object:  # pragma: no cover
+        return value    # only ever bound to the session's own value
+
+
 OPERATORS: dict[str, Operator] = {}
 ROLES: dict[str, Operator] = {}
 

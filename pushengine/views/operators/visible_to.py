@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any, Hashable
 
 from pushengine.views.operators.base import (
-    ALL, SESSION_USER, Condition, Operator, Predicate, Ref, ViewDefinitionError,
-    parse_operand, register, resolve)
+    ALL, SESSION_USER, Condition, Predicate, SessionOperand, register, resolve)
 from pushengine.views.values import index_key, json_equal
 
 
@@ -30,21 +29,12 @@ def visible_to(obj: dict, user: object) -> bool:
 
 
 @register
-class VisibleTo(Operator):
+class VisibleTo(SessionOperand):
     name = "visible_to"
-    own_key = True
+    session_value = SESSION_USER
     roles = ("visible_to",)
     takes_session_user = True
     route_rank = 4
-
-    def parse(self, field: str | None, spec: object, view: str) -> Condition:
-        operand = parse_operand(spec)
-        if operand != Ref(SESSION_USER):
-            raise ViewDefinitionError(f"{view}: 'visible_to' takes $session.user")
-        return Condition("visible_to", None, operand)
-
-    def check(self, name: str, role: str, value: object) -> object:  # pragma: no cover
-        return value    # only ever bound to the session's user
 
     def bind(self, condition: Condition, values: dict[str, Any]) -> Predicate:
         user = resolve(condition.operand, values)
