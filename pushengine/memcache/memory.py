@@ -107,6 +107,13 @@ class InMemoryCache:
         self._items.move_to_end(key)
         return item
 
+    def _existing(self, key: str | bytes) -> _Item:
+        """The live item of ``key``; NotFound when there is none."""
+        item = self._live(wire_key(key))
+        if item is None:
+            raise NotFound(key)
+        return item
+
     def _next_cas(self) -> int:
         self._cas += 1
         return self._cas
@@ -186,9 +193,7 @@ class InMemoryCache:
     def _incrdecr(self, key: str | bytes, delta: int, sign: int) -> Deferred:
         def op() -> int:
             d = check_delta(delta)
-            item = self._live(wire_key(key))
-            if item is None:
-                raise NotFound(key)
+            item = self._existing(key)
             current = parse_counter(item.value)
             if current is None:
                 raise BadValue("cannot increment or decrement non-numeric value")
@@ -213,9 +218,7 @@ class InMemoryCache:
     def _pend(self, key: str | bytes, value: bytes, after: bool) -> Deferred:
         def op() -> bool:
             data = check_value(value)
-            item = self._live(wire_key(key))
-            if item is None:
-                raise NotFound(key)
+            item = self._existing(key)
             joined = item.value + data if after else data + item.value
             if len(joined) > self.max_value_size:
                 raise ValueTooLarge(f"value of {len(joined)} bytes is too large")
