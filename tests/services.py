@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 
 import pytest
 
@@ -42,6 +43,19 @@ def require_program(name: str) -> str:
     if path is None:
         unavailable(f"{name} is not installed")
     return path
+
+
+def stop_process(process: subprocess.Popen, grace: float = 10.0) -> int | None:
+    """Stop a child process: SIGTERM, and SIGKILL when it has not exited
+    within ``grace`` seconds; its exit code."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(grace)
+    return process.returncode
 
 
 def free_port() -> int:

@@ -26,6 +26,8 @@ from twisted.logger import Logger
 from pushengine.admin import ADMIN_TYPE, ADMIN_VIEW_KEY
 from pushengine.core.changes import UPSERT, Change
 from pushengine.core.events import DELETE, INSERT, UPDATE, encode_event
+from pushengine.core.interfaces import ChangeSink
+from pushengine.core.sessions import Session, SessionManager
 
 log = Logger()
 
@@ -33,7 +35,8 @@ log = Logger()
 class AdminHub:
     """The NodeStats objects of every node, and the admin pages' sessions."""
 
-    def __init__(self, sessions: Any, clock: IReactorTime, key: bytes, stale: float = 10.0,
+    def __init__(self, sessions: SessionManager, clock: IReactorTime, key: bytes,
+                 stale: float = 10.0,
                  history: int = 300) -> None:
         """``sessions``: the SessionManager (its sessions, ``flush``);
         ``key``: the admin key, which signs the objects;
@@ -47,7 +50,7 @@ class AdminHub:
         self.nodes: dict[str, dict] = {}
         self.heard: dict[str, float] = {}
         self.history: dict[str, deque] = {}
-        self.subscribers: set[Any] = set()
+        self.subscribers: set[Session] = set()
         self.received = 0
         self.delivered = 0            # events queued to admin sessions
 
@@ -122,12 +125,12 @@ class AdminHub:
         return [dict(self.nodes[node], history=[list(p) for p in self.history.get(node, ())])
                 for node in sorted(self.nodes)]
 
-    def subscribe(self, session: Any) -> list:
+    def subscribe(self, session: Session) -> list[Any]:
         """``[key, state]``, as ``session.subscribe`` answers."""
         self.subscribers.add(session)
         return [ADMIN_VIEW_KEY, self.state()]
 
-    def unsubscribe(self, session: Any) -> bool:
+    def unsubscribe(self, session: Session) -> bool:
         if session in self.subscribers:
             self.subscribers.discard(session)
             return True
@@ -165,7 +168,7 @@ class AdminSink:
     """The feed's sink: NodeStats to the hub (when there is one; a node
     without ``--admin-key`` drops them), everything else to the engine."""
 
-    def __init__(self, engine: Any, hub: AdminHub | None = None) -> None:
+    def __init__(self, engine: ChangeSink, hub: AdminHub | None = None) -> None:
         self.engine = engine
         self.hub = hub
         self.ignored = 0

@@ -23,21 +23,34 @@ from __future__ import annotations
 
 import hmac
 from collections import deque
-from typing import Any
+from typing import Any, NoReturn, Protocol, cast
 
-from twisted.internet.defer import maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from pushengine.admin import ADMIN_TYPE
 from pushengine.admin.hub import AdminHub
 from pushengine.core.changes import changes_from_json
 from pushengine.core.errors import ApiError, BadParams, NotAuthorized, RateLimited, UnknownSession
-from pushengine.core.interfaces import FeedUnavailable
+from pushengine.core.interfaces import ChangeFeed, FeedUnavailable
+from pushengine.core.sessions import Session
+from pushengine.api.methods import Api
 from pushengine.api.rpc import Method
+from pushengine.views.spec import BoundView
+from pushengine.views.window import Window
 
 log = Logger()
 CLOSED = "the admin interface is closed: start the node with --admin-key"
+
+
+class RecordLookup(Protocol):
+    """The session registry of the cluster (``pushengine.cluster``), as far
+    as the admin methods read it: ``lookup`` fires with a session's record
+    (``owner``, ``user``, ``seq``, ``subs``), or None."""
+
+    def lookup(self, sid: str) -> Deferred[Any]: ...
 
 
 def _bytes(text: str) -> bytes:
@@ -53,14 +66,14 @@ class AdminKey:
         self.clock = clock
         self.max_failures = max_failures
         self.window = window
-        self.failures: dict[str, deque] = {}
+        self.failures: dict[str, deque[float]] = {}
         self.refused = 0
 
     @property
     def open(self) -> bool:
         return self.key is not None
 
-    def check(self, caller: Any, presented: Any) -> None:
+    def check(self, caller: object, presented: object) -> None:
         """Return when ``presented`` (or the caller's bearer token) is the
         key; raise NotAuthorized (or RateLimited after too many wrong ones)."""
         if self.key is None:
@@ -90,8 +103,9 @@ class AdminKey:
 
 
 class AdminMethods:
-    def __init__(self, key: AdminKey, hub: AdminHub | None, api: Any, feed: Any,
-                 id_fields: dict[str, str], node_id: str, registry: Any = None) -> None:
+    def __init__(self, key: AdminKey, hub: AdminHub | None, api: Api, feed: ChangeFeed,
+                 id_fields: dict[str, str], node_id: str,
+                 registry: RecordLookup | None = None) -> None:
         """``api``: the node's Api (its sessions and ``_with_session``, which
         resumes a session from the cluster registry); ``registry``: the
         Redis session registry, for sessions held by other nodes."""
@@ -117,21 +131,21 @@ class AdminMethods:
             raise NotAuthorized(CLOSED)
         return self.hub
 
-    def subscribe(self, caller: Any, sid: Any, key: Any = None) -> Any:
+    def subscribe(self, caller: object, sid: object, key: object = None) -> object:
         self.key.check(caller, key)
         hub = self._hub()
         return self.api._with_session(sid, hub.subscribe)
 
-    def unsubscribe(self, caller: Any, sid: Any, key: Any = None) -> Any:
+    def unsubscribe(self, caller: object, sid: object, key: object = None) -> object:
         self.key.check(caller, key)
         hub = self._hub()
         return self.api._with_session(sid, hub.unsubscribe)
 
-    def stats(self, caller: Any, key: Any = None) -> list:
+    def stats(self, caller: object, key: object = None) -> list[dict]:
         self.key.check(caller, key)
         return self._hub().state()
 
-    def publish(self, caller: Any, key: Any, changes: Any) -> Any:
+    def publish(self, caller: object, key: object, changes: object) -> Deferred[dict[str, int]]:
         self.key.check(caller, key)
         # the dispatcher checked every param (strictjson) before the call
         found, errors = changes_from_json(changes, self.id_fields, checked=True)
@@ -142,7 +156,7 @@ class AdminMethods:
         if any(c.type == ADMIN_TYPE for c in found):
             raise BadParams(f"{ADMIN_TYPE} objects are the engine's own")
 
-        def failed(f: Any) -> None:
+        def failed(f: Failure) -> NoReturn:
             if f.check(FeedUnavailable):
                 raise ApiError("the change feed is not available; retry")
             log.failure("publishing {n} changes from the admin page failed", f, n=len(found))
@@ -150,7 +164,8 @@ class AdminMethods:
         d = maybeDeferred(self.feed.publish, found)
         return d.addCallbacks(lambda n: {"accepted": n}, failed)
 
-    def session(self, caller: Any, key: Any, sid: Any) -> Any:
+    def session(self, caller: object, key: object,
+                sid: object) -> dict[str, Any] | Deferred[dict[str, Any] | None] | None:
         self.key.check(caller, key)
         if not isinstance(sid, str) or not sid:
             raise BadParams("sid must be a session id (a string)")
@@ -161,11 +176,13 @@ class AdminMethods:
             return self._elsewhere(sid)
         return self._describe(session)
 
-    def _describe(self, session: Any) -> dict:
+    def _describe(self, session: Session) -> dict[str, Any]:
         delivery = session.delivery
         subs = []
-        for key, window in session.subs.items():
-            bound = session.bounds.get(key)
+        for key, live in session.subs.items():
+            # the core holds them by its protocols; they are the views' own
+            bound = cast("BoundView | None", session.bounds.get(key))
+            window = cast(Window, live)
             subs.append({"key": key, "view": bound.spec.name if bound else key.partition("(")[0],
                          "params": bound.params if bound else {},
                          "limit": bound.limit if bound else window.limit,
@@ -182,13 +199,13 @@ class AdminMethods:
                 "queued": len(session.queue), "last_seq": session.next_seq - 1,
                 "subscriptions": subs}
 
-    def _elsewhere(self, sid: str) -> Any:
+    def _elsewhere(self, sid: str) -> Deferred[dict[str, Any] | None] | None:
         """A session this node does not hold: its record in the Redis
         registry (another node's), or None."""
         if self.registry is None:
             return None
 
-        def found(record: Any) -> Any:
+        def found(record: Any) -> dict[str, Any] | None:
             if record is None:
                 return None
             return {"session": sid, "node": record.owner, "here": False, "user": record.user,
@@ -196,7 +213,7 @@ class AdminMethods:
                     "subscriptions": [dict(s.as_json(), subscribers=None, objects=None)
                                       for s in record.subs]}
 
-        def unavailable(f: Any) -> None:
+        def unavailable(f: Failure) -> None:
             log.warn("looking a session up in the registry failed: {e}", e=f.getErrorMessage())
             raise ApiError("the session registry is not available; retry")
         return self.registry.lookup(sid).addCallbacks(found, unavailable)

@@ -21,10 +21,14 @@ from typing import Any, Callable
 from twisted.internet.defer import maybeDeferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from pushengine.admin import ADMIN_TYPE
-from pushengine.admin.hub import AdminHub
+from pushengine.admin.hub import AdminHub, AdminSink
+from pushengine.admin.methods import AdminKey
 from pushengine.core.changes import UPSERT, Change
+from pushengine.core.engine import Engine
+from pushengine.core.interfaces import ChangeFeed
 
 log = Logger()
 MAX_TEXT = 200
@@ -33,7 +37,7 @@ MAX_TEXT = 200
 class StatsPublisher:
     """The body of the node's one-second timer (``service.timer``)."""
 
-    def __init__(self, node_id: str, engine: Any, feed: Any, hub: AdminHub,
+    def __init__(self, node_id: str, engine: Engine, feed: ChangeFeed, hub: AdminHub,
                  clock: IReactorTime, health: Callable[[], dict], top: int = 10) -> None:
         self.node_id = node_id
         self.engine = engine
@@ -96,13 +100,13 @@ class StatsPublisher:
         change = Change(ADMIN_TYPE, UPSERT, self.node_id, self.hub.sign(obj))
         d = maybeDeferred(self.feed.publish, [change])
 
-        def published(_: Any) -> None:
+        def published(_: object) -> None:
             self.published += 1
             if self._feed_down:
                 self._feed_down = False
                 log.info("node statistics are published on the feed again")
 
-        def refused(failure: Any) -> None:
+        def refused(failure: Failure) -> None:
             self.failed += 1
             if not self._feed_down:
                 self._feed_down = True
@@ -116,7 +120,7 @@ class StatsPublisher:
         d.addErrback(lambda f: log.failure("showing node statistics failed", f))
 
 
-def _feed(report: Any) -> dict[str, Any]:
+def _feed(report: object) -> dict[str, Any]:
     """The feed's health, named: ``memory`` or ``amqp``."""
     out = _summary(report)
     if "kind" not in out and "state" in out:
@@ -124,7 +128,7 @@ def _feed(report: Any) -> dict[str, Any]:
     return out
 
 
-def _summary(report: Any) -> dict[str, Any]:
+def _summary(report: object) -> dict[str, Any]:
     """A component's health, flat: its scalar fields (texts shortened), and
     of a list of servers how many are up."""
     if not isinstance(report, dict):
@@ -149,7 +153,8 @@ class AdminFigures:
     counter_names = ("stats_published", "stats_failed", "stats_received", "stats_forged",
                      "stats_ignored", "key_refusals", "events_delivered")
 
-    def __init__(self, sink: Any, hub: Any, publisher: Any, key: Any) -> None:
+    def __init__(self, sink: AdminSink, hub: AdminHub | None,
+                 publisher: StatsPublisher | None, key: AdminKey) -> None:
         self.sink = sink
         self.hub = hub
         self.publisher = publisher

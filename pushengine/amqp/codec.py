@@ -230,7 +230,7 @@ class Writer:
 
     timestamp = longlong
 
-    def bit(self, v: Any) -> None:
+    def bit(self, v: object) -> None:
         if self._bit_index >= 8:
             self._flush_bits()
         if v:
@@ -260,7 +260,7 @@ class Writer:
         self._put(_u32.pack(len(body)))
         self._put(body)
 
-    def value(self, v: Any) -> None:
+    def value(self, v: object) -> None:
         if isinstance(v, bool):
             self._put(b"t" + _u8.pack(1 if v else 0))
         elif isinstance(v, int):
@@ -288,6 +288,8 @@ class Writer:
             self._put(body)
         elif isinstance(v, Decimal):
             sign, digits, exponent = v.as_tuple()
+            if not isinstance(exponent, int):       # NaN or infinity
+                raise TypeError(f"cannot encode the decimal {v} in an AMQP table")
             scale = max(0, -exponent)
             self._put(b"D" + _u8.pack(scale) + _i32.pack(int(v.scaleb(scale))))
         elif v is None:
@@ -295,7 +297,7 @@ class Writer:
         else:
             raise TypeError(f"cannot encode {type(v).__name__} in an AMQP table")
 
-    def encode(self, field_type: str, v: Any) -> None:
+    def encode(self, field_type: str, v: object) -> None:
         getattr(self, field_type)(v)
 
 
@@ -324,7 +326,7 @@ def decode_frame(spec, data: bytes) -> Frame:
     if frame_type == FRAME_HEADER:
         class_id, weight, body_size = reader._take_many(_header_head)
         klass = spec.classes.byid[class_id]
-        present = []
+        present: list[bool] = []
         while True:
             flags = reader.short()
             present.extend(bool(flags >> i & 1) for i in range(15, 0, -1))

@@ -19,19 +19,21 @@ what a failed AMQP handshake does.)
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Protocol as TypingProtocol
+from typing import Any, Callable, Generator, Protocol as TypingProtocol, cast
 
 from twisted.internet.defer import (
     CancelledError, Deferred, inlineCallbacks, maybeDeferred)
-from twisted.internet.interfaces import IStreamClientEndpoint
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.interfaces import (
+    IAddress, IDelayedCall, IProtocol, IProtocolFactory, IReactorTime, IStreamClientEndpoint,
+    ITCPTransport, ITransport)
+from twisted.internet.protocol import Factory, Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from txamqp.client import Closed, TwistedDelegate
 from txamqp.message import Message
-from txamqp.connection import Frame
+from txamqp.connection import Body, Frame, Header, Method
 from txamqp.content import Content
-from txamqp.protocol import AMQClient, FrameReceiver
+from txamqp.protocol import AMQClient
 from zope.interface import implementer
 
 from pushengine import __version__
@@ -44,15 +46,37 @@ NOT_FOUND = 404
 PRECONDITION_FAILED = 406
 
 
+class Channel(TypingProtocol):
+    """What the feed uses of a txamqp channel (its methods are made from
+    the AMQP spec at run time)."""
+
+    id: int
+    closed: bool
+
+    def basic_ack(self, delivery_tag: int, multiple: bool) -> Deferred: ...
+
+    def basic_publish(self, exchange: str, routing_key: str, content: Content) -> Deferred: ...
+
+    def queue_declare(self, queue: str, passive: bool = False, durable: bool = False,
+                      arguments: dict[str, Any] | None = None) -> Deferred: ...
+
+
 class ClientListener(TypingProtocol):
     """What a ``FeedClient`` reports to."""
 
-    def confirmed(self, channel: Any, delivery_tag: int, multiple: bool,
+    def confirmed(self, channel: Channel, delivery_tag: int, multiple: bool,
                   ack: bool) -> None: ...
 
-    def consumer_cancelled(self, channel: Any, consumer_tag: str) -> None: ...
+    def consumer_cancelled(self, channel: Channel, consumer_tag: str) -> None: ...
 
-    def channel_failed(self, channel: Any, reason: Failure) -> None: ...
+    def channel_failed(self, channel: Channel, reason: Failure) -> None: ...
+
+
+def abort(transport: ITransport | None) -> None:
+    """Drop a connection at once, without flushing what is queued (every
+    transport the clients get is a TCP one)."""
+    if transport is not None:
+        cast(ITCPTransport, transport).abortConnection()
 
 
 class FeedDelegate(TwistedDelegate):
@@ -86,14 +110,14 @@ class _Incoming:
 
     __slots__ = ("method", "properties", "size", "received", "parts")
 
-    def __init__(self, method_payload):
+    def __init__(self, method_payload: Method) -> None:
         self.method = method_payload
-        self.properties = None
+        self.properties: dict[str, Any] = {}
         self.size = -1
         self.received = 0
         self.parts: list[bytes] = []
 
-    def add(self, payload) -> bool:
+    def add(self, payload: Header | Body) -> bool:
         """Take the next frame's payload; True once the content is whole."""
         if payload.type == Frame.HEADER and self.size < 0:
             self.properties = payload.properties
@@ -126,14 +150,17 @@ class FeedClient(AMQClient):
     being rescheduled for every frame.
     """
 
-    def __init__(self, vhost: str, heartbeat: int, clock, connection_name: str,
-                 listener: ClientListener | None = None):
+    checkHB: IDelayedCall       # txamqp's timer of the heartbeat check
+
+    def __init__(self, vhost: str, heartbeat: int, clock: IReactorTime, connection_name: str,
+                 listener: ClientListener | None = None) -> None:
         self._last_received = clock.seconds()
         super().__init__(FeedDelegate(), vhost, load_spec(),
                          heartbeat=heartbeat, clock=clock)
+        self.clock: IReactorTime = clock
         self.listener = listener
         self._last_channel_id = 0
-        self._close_reason: Any = None
+        self._close_reason: Failure | BaseException | None = None
         self._buffer = b""
         self._incoming: dict[int, _Incoming] = {}
         self.client_properties = {
@@ -151,7 +178,7 @@ class FeedClient(AMQClient):
 
     # Receiving
 
-    def dataReceived(self, data):
+    def dataReceived(self, data: bytes) -> None:
         buf = self._buffer + data if self._buffer else data
         pos, end = 0, len(buf)
         try:
@@ -162,7 +189,7 @@ class FeedClient(AMQClient):
                     break
                 frame = decode_frame(self.spec, buf[pos:stop])
                 pos = stop
-                self.process_frame(frame)
+                self.receive_frame(frame)
                 if self.transport is None or self.transport.disconnecting:
                     break
         except (FrameError, struct.error, KeyError, ValueError) as e:
@@ -170,11 +197,13 @@ class FeedClient(AMQClient):
             log.error("AMQP protocol error, dropping the connection: {error}",
                       error=f"{type(e).__name__}: {e}")
             self._buffer = b""
-            self.transport.abortConnection()
+            abort(self.transport)
             return
         self._buffer = buf[pos:]
 
-    def process_frame(self, frame):
+    def receive_frame(self, frame: Frame) -> None:
+        """Handle one frame at once (txamqp's ``process_frame`` went through
+        the channel lock and its work queue for every frame)."""
         self._last_received = self.clock.seconds()
         payload = frame.payload
         if payload.type == Frame.HEARTBEAT:
@@ -202,7 +231,7 @@ class FeedClient(AMQClient):
         channel.dispatch(frame, self.work)
         return None
 
-    def _dispatch(self, channel, message) -> None:
+    def _dispatch(self, channel: Channel, message: Message) -> None:
         try:
             self.delegate.dispatch(channel, message)
         except Exception:
@@ -214,12 +243,12 @@ class FeedClient(AMQClient):
 
     # Heartbeats: checked when the timer expires, not rescheduled per frame.
 
-    def reschedule_check_heartbeat(self):
+    def reschedule_check_heartbeat(self) -> None:
         if self.heartbeatInterval > 0 and not self.checkHB.active():
             self.checkHB = self.clock.callLater(
                 self.heartbeatInterval * self.MAX_UNSEEN_HEARTBEAT, self.check_heartbeat)
 
-    def check_heartbeat(self):
+    def check_heartbeat(self) -> None:
         limit = self.heartbeatInterval * self.MAX_UNSEEN_HEARTBEAT
         idle = self.clock.seconds() - self._last_received
         if idle < limit:
@@ -227,24 +256,23 @@ class FeedClient(AMQClient):
             return
         log.warn("AMQP: nothing from the broker for {idle:.0f} s, dropping the "
                  "connection", idle=idle)
-        self.transport.abortConnection()
+        abort(self.transport)
 
-    def send_frame(self, frame):
-        # Heartbeats go out every interval whatever else is sent (allowed by
-        # the spec); txamqp restarted its timer on every frame sent.
-        FrameReceiver.send_frame(self, frame)
+    def send_frame(self, frame: Frame) -> None:
+        # Encoded by our codec. Heartbeats go out every interval whatever
+        # else is sent (allowed by the spec); txamqp restarted its timer on
+        # every frame sent.
+        assert self.transport is not None
+        self.transport.write(encode_frame(self.spec, frame))
 
-    def _pack_frame(self, frame):
-        return encode_frame(self.spec, frame)
-
-    def do_close(self, reason):
+    def do_close(self, reason: Failure | BaseException) -> None:
         # The first reason is the real one: the broker's connection.close
         # (e.g. "320 CONNECTION_FORCED") comes before the TCP close.
         if self._close_reason is None:
             self._close_reason = reason
         super().do_close(reason)
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self._close_reason is None:
             self._close_reason = reason
         super().connectionLost(reason)
@@ -255,7 +283,7 @@ class FeedClient(AMQClient):
             return "unknown reason"
         return describe(self._close_reason)
 
-    def report(self, event: str, *args) -> None:
+    def report(self, event: str, *args: object) -> None:
         """Pass a broker event to the listener; a listener bug is logged."""
         if self.listener is None:
             return
@@ -264,12 +292,12 @@ class FeedClient(AMQClient):
         except Exception:
             log.failure("AMQP client listener failed on {event}", event=event)
 
-    def channel_failed(self, channel, reason):
+    def channel_failed(self, channel: Channel, reason: Failure) -> None:
         """The broker closed a channel (txamqp calls this)."""
         self.report("channel_failed", channel, reason)
 
     @inlineCallbacks
-    def open_channel(self):
+    def open_channel(self) -> Generator[Deferred, Any, Channel]:
         """Open a new channel on a fresh id (ids of closed channels are not reused)."""
         self._last_channel_id += 1
         channel = yield self.channel(self._last_channel_id)
@@ -279,12 +307,11 @@ class FeedClient(AMQClient):
 
 def reply_code(error: BaseException | Failure) -> int | None:
     """The AMQP reply code of a channel/connection close, if there is one."""
-    if isinstance(error, Failure):
-        error = error.value
-    if isinstance(error, Message):
-        message = error
-    elif isinstance(error, Closed) and error.args and isinstance(error.args[0], Message):
-        message = error.args[0]
+    value = error.value if isinstance(error, Failure) else error
+    if isinstance(value, Message):
+        message = value
+    elif isinstance(value, Closed) and value.args and isinstance(value.args[0], Message):
+        message = value.args[0]
     else:
         return None
     try:
@@ -319,18 +346,18 @@ class _Relay(Protocol):
     ``ClientService`` built (which notifies it when the connection is lost).
     """
 
-    def __init__(self, target):
+    def __init__(self, target: IProtocol) -> None:
         self.target = target
-        self.closed: Deferred = Deferred()
+        self.closed: Deferred[None] = Deferred()
 
-    def makeConnection(self, transport):
+    def makeConnection(self, transport: ITransport) -> None:
         Protocol.makeConnection(self, transport)
         self.target.makeConnection(transport)
 
-    def dataReceived(self, data):
+    def dataReceived(self, data: bytes) -> None:
         self.target.dataReceived(data)
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         try:
             self.target.connectionLost(reason)
         finally:
@@ -341,18 +368,18 @@ class ReadyClient(Protocol):
     """What ``ClientService`` holds: a handle on a client whose handshake
     is done; it passes data and the connection loss to the client."""
 
-    def __init__(self, client: FeedClient):
+    def __init__(self, client: FeedClient) -> None:
         self.client = client
 
-    def makeConnection(self, transport):
+    def makeConnection(self, transport: ITransport) -> None:
         # The client has had this transport since the TCP connection was made.
         self.transport = transport
         self.connected = 1
 
-    def dataReceived(self, data):
+    def dataReceived(self, data: bytes) -> None:
         self.client.dataReceived(data)
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self.connected = 0
         self.client.connectionLost(reason)
 
@@ -363,10 +390,10 @@ class ReadyClientFactory(Factory):
 
     noisy = False
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.ready: FeedClient | None = None
 
-    def buildProtocol(self, addr):
+    def buildProtocol(self, addr: IAddress | None) -> ReadyClient | None:
         client, self.ready = self.ready, None
         if client is None:
             return None
@@ -388,11 +415,11 @@ class HandshakeEndpoint:
 
     def __init__(self, endpoint: IStreamClientEndpoint,
                  build_client: Callable[[], FeedClient],
-                 handshake: Callable[[FeedClient], Any],
+                 handshake: Callable[[FeedClient], object],
                  ready_factory: ReadyClientFactory,
-                 clock,
+                 clock: IReactorTime,
                  handshake_timeout: float = 30.0,
-                 on_failure: Callable[[Failure], None] | None = None):
+                 on_failure: Callable[[Failure], None] | None = None) -> None:
         self._endpoint = endpoint
         self._build_client = build_client
         self._handshake = handshake
@@ -401,26 +428,25 @@ class HandshakeEndpoint:
         self._handshake_timeout = handshake_timeout
         self._on_failure = on_failure
 
-    def connect(self, protocol_factory):
+    def connect(self, protocol_factory: IProtocolFactory) -> Deferred[IProtocol]:
         client = self._build_client()
         relay = _Relay(client)
-        step: dict[str, Deferred | None] = {"current": None}
+        step: dict[str, Deferred[Any] | None] = {"current": None}
 
-        def cancel(result):
+        def cancel(result: Deferred[IProtocol]) -> None:
             current = step["current"]
             if current is not None and not current.called:
                 current.cancel()
-            if relay.transport is not None:
-                relay.transport.abortConnection()
+            abort(relay.transport)
 
-        result: Deferred = Deferred(canceller=cancel)
+        result: Deferred[IProtocol] = Deferred(canceller=cancel)
 
-        def failed(failure):
+        def failed(failure: Failure) -> None:
             if relay.transport is not None and not relay.closed.called:
                 # Report the failure once the connection is really closed, so
                 # that ClientService never sees two connections at once.
-                relay.transport.abortConnection()
-                done = Deferred()
+                abort(relay.transport)
+                done: Deferred[Any] = Deferred()
                 relay.closed.addBoth(
                     lambda _: None if done.called else done.callback(None))
                 done.addBoth(lambda _: failure)
@@ -430,7 +456,7 @@ class HandshakeEndpoint:
             finish(failure)
             return None
 
-        def finish(outcome):
+        def finish(outcome: IProtocol | Failure) -> None:
             if isinstance(outcome, Failure):
                 if self._on_failure is not None and not outcome.check(CancelledError):
                     try:
@@ -444,32 +470,34 @@ class HandshakeEndpoint:
                     result.callback(outcome)
             elif not isinstance(outcome, Failure):
                 # Cancelled while the handshake finished: drop the connection.
-                relay.transport.abortConnection()
+                abort(relay.transport)
 
-        def tcp_connected(_relay):
+        def tcp_connected(_relay: object) -> None:
             handshake = maybeDeferred(self._handshake, client)
             handshake.addTimeout(self._handshake_timeout, self._clock)
             step["current"] = handshake
             handshake.addCallbacks(ready, failed)
             handshake.addErrback(log_bug)
 
-        def ready(_):
+        def ready(_: object) -> None:
+            transport = relay.transport
+            assert transport is not None
             if result.called:
-                relay.transport.abortConnection()
+                abort(transport)
                 return
             self._ready_factory.ready = client
             try:
-                built = protocol_factory.buildProtocol(relay.transport.getPeer())
+                built = protocol_factory.buildProtocol(transport.getPeer())
             finally:
                 self._ready_factory.ready = None
             if built is None:
                 failed(Failure(RuntimeError("the protocol factory refused the connection")))
                 return
-            built.makeConnection(relay.transport)
+            built.makeConnection(transport)
             relay.target = built
             finish(built)
 
-        def log_bug(failure):
+        def log_bug(failure: Failure) -> None:
             log.failure("AMQP handshake bookkeeping failed", failure)
 
         factory = Factory.forProtocol(lambda: relay)

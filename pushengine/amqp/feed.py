@@ -2,25 +2,28 @@
 from __future__ import annotations
 
 import socket
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Generator, Mapping, Protocol, Sequence
 
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, fail, inlineCallbacks, succeed
 from twisted.internet.endpoints import HostnameEndpoint
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.task import deferLater
-from twisted.logger import Logger, globalLogPublisher
+from twisted.logger import ILogObserver, LogEvent, Logger, globalLogPublisher
 from twisted.python.failure import Failure
+from zope.interface import implementer
 from txamqp.client import ChannelClosed
 from txamqp.queue import Closed as QueueClosed
 
 from pushengine.amqp.connection import (
-    NOT_FOUND, PRECONDITION_FAILED, FeedClient, HandshakeEndpoint,
+    NOT_FOUND, PRECONDITION_FAILED, Channel, FeedClient, HandshakeEndpoint,
     ReadyClientFactory, describe, reply_code)
 from pushengine.amqp.publisher import (
     TIMESTAMP_MS_HEADER, ConfirmPublisher, NotConnected, message_properties)
 from pushengine.amqp.url import AmqpUrl, parse_amqp_url
 from pushengine.core.changes import Change, decode_changes, encode_changes
+from pushengine.core.interfaces import ChangeSink
 
 log = Logger()
 
@@ -44,18 +47,46 @@ def default_retry_policy() -> Callable[[int], float]:
     return backoffPolicy(initialDelay=1.0, maxDelay=30.0, factor=1.5)
 
 
-def _without_retry_chatter(event: dict) -> None:
-    # ClientService logs every scheduled retry; the feed logs state changes.
-    if str(event.get("log_format", "")).startswith("Scheduling retry"):
-        return
-    globalLogPublisher(event)
+@implementer(ILogObserver)
+class _WithoutRetryChatter:
+    """The global log, less ClientService's line for every scheduled retry
+    (the feed logs its changes of state)."""
+
+    def __call__(self, event: LogEvent) -> None:
+        if str(event.get("log_format", "")).startswith("Scheduling retry"):
+            return
+        globalLogPublisher(event)
 
 
 class _QuietClientService(ClientService):
     """A ClientService that does not log each retry (the feed logs changes
     of state instead)."""
 
-    _log = Logger(observer=_without_retry_chatter)
+    _log = Logger(observer=_WithoutRetryChatter())
+
+
+class Content(Protocol):
+    """A message's content as txamqp gives it: the body (text when it was
+    valid UTF-8, else bytes) and the properties."""
+
+    body: str | bytes
+    properties: Mapping[str, Any]
+
+
+class Delivered(Protocol):
+    """A delivered message as txamqp gives it (``basic.deliver`` with its
+    content)."""
+
+    delivery_tag: int
+    content: Content
+
+
+class Deliveries(Protocol):
+    """The consumer's queue of delivered messages (txamqp's
+    TimeoutDeferredQueue): ``get`` fails with ``txamqp.queue.Closed`` once
+    the connection is closed."""
+
+    def get(self) -> Deferred[Delivered]: ...
 
 
 class AmqpFeed:
@@ -87,13 +118,14 @@ class AmqpFeed:
     nodes; it defaults to the host name.  Time comes from ``reactor``.
     """
 
-    def __init__(self, reactor, url: str | AmqpUrl, exchange: str = DEFAULT_EXCHANGE,
+    def __init__(self, reactor: IReactorTime, url: str | AmqpUrl,
+                 exchange: str = DEFAULT_EXCHANGE,
                  node_id: str | None = None,
                  id_fields: Mapping[str, str] | None = None,
                  heartbeat: int = 10, prefetch: int = DEFAULT_PREFETCH,
                  queue_ttl: float = DEFAULT_QUEUE_TTL,
                  retry_policy: Callable[[int], float] | None = None,
-                 connect_timeout: float = 10.0, handshake_timeout: float = 30.0):
+                 connect_timeout: float = 10.0, handshake_timeout: float = 30.0) -> None:
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
         if queue_ttl <= 0:
@@ -111,7 +143,7 @@ class AmqpFeed:
         self.consumer_tag = f"pushengine.{self.node_id}"
         self._ack_every = max(1, prefetch // 4)
 
-        self._sink = None
+        self._sink: ChangeSink | None = None
         self._state = STOPPED
         self._stopping = False
         self._session: _Session | None = None
@@ -142,7 +174,7 @@ class AmqpFeed:
 
     # ChangeFeed
 
-    def start(self, sink) -> None:
+    def start(self, sink: ChangeSink) -> None:
         """Connect (retrying until it works) and deliver changes to ``sink``."""
         self._sink = sink
         if self.service.running:
@@ -169,7 +201,7 @@ class AmqpFeed:
             closing.addErrback(lambda f: log.failure("AMQP feed: error while closing", f))
         closing.addCallback(lambda _: self.service.stopService())
 
-        def stopped(_):
+        def stopped(_: object) -> None:
             self._set_state(STOPPED)
             log.info("AMQP feed: stopped")
 
@@ -190,7 +222,7 @@ class AmqpFeed:
         confirmed = session.publisher.publish(
             encode_changes(changes), message_properties(self.reactor.seconds()))
 
-        def done(_):
+        def done(_: object) -> int:
             self.changes_published += len(changes)
             return len(changes)
 
@@ -209,7 +241,7 @@ class AmqpFeed:
 
     def stats(self) -> dict[str, float]:
         """Counters for /metrics (all numbers)."""
-        stats = {
+        stats: dict[str, float] = {
             "messages_received": self.messages_received,
             "changes_applied": self.changes_applied,
             "malformed_messages": self.malformed_messages,
@@ -225,7 +257,7 @@ class AmqpFeed:
             stats["feed_lag_seconds"] = self.feed_lag
         return stats
 
-    def as_service(self, sink) -> Service:
+    def as_service(self, sink: ChangeSink) -> Service:
         """An IService that runs this feed into ``sink`` (for a MultiService)."""
         return _FeedService(self, sink)
 
@@ -248,7 +280,7 @@ class AmqpFeed:
                           connection_name=f"pushengine node {self.node_id}")
 
     @inlineCallbacks
-    def _handshake(self, client: FeedClient):
+    def _handshake(self, client: FeedClient) -> Generator[Deferred, Any, None]:
         """Log in, declare the exchange and our queue, start consuming."""
         yield client.authenticate(self.url.username, self.url.password)
         channel = yield client.open_channel()
@@ -270,7 +302,8 @@ class AmqpFeed:
         self._connected(session)
 
     @inlineCallbacks
-    def _declare_queue(self, client: FeedClient, channel):
+    def _declare_queue(self, client: FeedClient,
+                       channel: Channel) -> Generator[Deferred, Any, tuple[Channel, bool]]:
         """Declare our queue; tell whether it existed already.
 
         A queue that exists with other arguments (another ``queue_ttl``) is
@@ -317,6 +350,7 @@ class AmqpFeed:
             log.warn("AMQP feed: queue {queue} had disappeared: changes may have "
                      "been missed, resetting views", queue=self.queue)
             try:
+                assert self._sink is not None, "start(sink) comes first"
                 self._sink.feed_gap()
             except Exception:
                 self.sink_errors += 1
@@ -360,7 +394,7 @@ class AmqpFeed:
     # Consuming
 
     @inlineCallbacks
-    def _consume(self, session: _Session):
+    def _consume(self, session: _Session) -> Generator[Deferred, Any, None]:
         """Take messages until the connection closes (the queue then fails
         with ``txamqp.queue.Closed``)."""
         messages = session.messages
@@ -386,7 +420,7 @@ class AmqpFeed:
                 yield deferLater(reactor, 0, lambda: None)
                 turn_started = reactor.seconds()
 
-    def handle_message(self, message) -> None:
+    def handle_message(self, message: Delivered) -> None:
         """Decode one delivered message and hand its good changes to the sink.
 
         Malformed messages and changes are logged (one line per message)
@@ -406,6 +440,7 @@ class AmqpFeed:
                      errors="; ".join(errors[:3]) + ("; ..." if len(errors) > 3 else ""))
         if changes:
             try:
+                assert self._sink is not None, "start(sink) comes first"
                 self._sink.apply_changes(changes)
             except Exception:
                 self.sink_errors += 1
@@ -437,8 +472,8 @@ def message_time(properties: Mapping[str, Any]) -> float | None:
 class _Session:
     """One connection that is up: its channels, consumer and publisher."""
 
-    def __init__(self, feed: AmqpFeed, client: FeedClient, channel, publisher: ConfirmPublisher,
-                 messages, ack_every: int):
+    def __init__(self, feed: AmqpFeed, client: FeedClient, channel: Channel,
+                 publisher: ConfirmPublisher, messages: Deliveries, ack_every: int) -> None:
         self.feed = feed
         self.client = client
         self.channel = channel
@@ -447,7 +482,7 @@ class _Session:
         self.ack_every = ack_every
         self._unacked = 0
         self._last_tag = 0
-        self._ack_call = None
+        self._ack_call: IDelayedCall | None = None
         self.dropped = False
 
     def processed(self, delivery_tag: int) -> None:
@@ -480,15 +515,15 @@ class _Session:
 
     # FeedClient listener
 
-    def confirmed(self, channel, delivery_tag: int, multiple: bool, ack: bool) -> None:
+    def confirmed(self, channel: Channel, delivery_tag: int, multiple: bool, ack: bool) -> None:
         if channel is self.publisher.channel:
             self.publisher.confirmed(delivery_tag, multiple, ack)
 
-    def consumer_cancelled(self, channel, consumer_tag: str) -> None:
+    def consumer_cancelled(self, channel: Channel, consumer_tag: str) -> None:
         self.feed._drop(self, f"the broker cancelled consumer {consumer_tag} "
                               f"(queue {self.feed.queue} deleted?)")
 
-    def channel_failed(self, channel, reason: Failure) -> None:
+    def channel_failed(self, channel: Channel, reason: Failure) -> None:
         self.publisher.fail_all(f"the broker closed a channel: {describe(reason)}")
         self.feed._drop(self, f"the broker closed channel {channel.id}: {describe(reason)}")
 
@@ -496,14 +531,14 @@ class _Session:
 class _FeedService(Service):
     """Runs an AmqpFeed into a sink as a twisted.application service."""
 
-    def __init__(self, feed: AmqpFeed, sink):
+    def __init__(self, feed: AmqpFeed, sink: ChangeSink) -> None:
         self.feed = feed
         self.sink = sink
 
-    def startService(self):
+    def startService(self) -> None:
         super().startService()
         self.feed.start(self.sink)
 
-    def stopService(self):
+    def stopService(self) -> Deferred:
         super().stopService()
         return self.feed.stop()

@@ -12,15 +12,16 @@ answer, so "published" means "the broker has it".
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Generator, Iterable
 
 from twisted.internet.defer import Deferred, DeferredList, fail, inlineCallbacks
 from twisted.internet.endpoints import HostnameEndpoint
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Factory
 from twisted.python.failure import Failure
 from txamqp.content import Content
 
-from pushengine.amqp.connection import FeedClient, describe
+from pushengine.amqp.connection import Channel, FeedClient, abort, describe
 from pushengine.amqp.url import AmqpUrl, parse_amqp_url
 from pushengine.core.interfaces import FeedUnavailable
 
@@ -58,7 +59,7 @@ def message_properties(now: float) -> dict[str, Any]:
 class ConfirmPublisher:
     """Publishes to one exchange on a channel in confirm mode."""
 
-    def __init__(self, channel, exchange: str):
+    def __init__(self, channel: Channel, exchange: str) -> None:
         self.channel = channel
         self.exchange = exchange
         self._next_tag = 1
@@ -66,7 +67,8 @@ class ConfirmPublisher:
 
     @classmethod
     @inlineCallbacks
-    def open(cls, client: FeedClient, exchange: str):
+    def open(cls, client: FeedClient,
+             exchange: str) -> Generator[Deferred, Any, ConfirmPublisher]:
         """Open a channel on ``client``, switch it to confirm mode."""
         channel = yield client.open_channel()
         yield channel.confirm_select()
@@ -119,7 +121,8 @@ class ConfirmPublisher:
 class OneShotPublisher:
     """A connection used only to publish (the command-line tool)."""
 
-    def __init__(self, client: FeedClient, publisher: ConfirmPublisher, clock):
+    def __init__(self, client: FeedClient, publisher: ConfirmPublisher,
+                 clock: IReactorTime) -> None:
         self.client = client
         self.publisher = publisher
         self.clock = clock
@@ -129,14 +132,15 @@ class OneShotPublisher:
         return self.publisher.publish(body, message_properties(self.clock.seconds()))
 
     # FeedClient listener
-    def confirmed(self, channel, delivery_tag, multiple, ack):
+    def confirmed(self, channel: Channel, delivery_tag: int, multiple: bool,
+                  ack: bool) -> None:
         if channel is self.publisher.channel:
             self.publisher.confirmed(delivery_tag, multiple, ack)
 
-    def consumer_cancelled(self, channel, consumer_tag):
+    def consumer_cancelled(self, channel: Channel, consumer_tag: str) -> None:
         pass
 
-    def channel_failed(self, channel, reason):
+    def channel_failed(self, channel: Channel, reason: Failure) -> None:
         self.publisher.fail_all(f"the broker closed the channel: {describe(reason)}")
 
     def close(self) -> Deferred:
@@ -145,8 +149,8 @@ class OneShotPublisher:
 
 
 @inlineCallbacks
-def connect_publisher(reactor, url: str | AmqpUrl, exchange: str,
-                      timeout: float = 10.0):
+def connect_publisher(reactor: IReactorTime, url: str | AmqpUrl, exchange: str,
+                      timeout: float = 10.0) -> Generator[Deferred, Any, OneShotPublisher]:
     """Connect to ``url``, declare the fanout ``exchange``, return a
     ``OneShotPublisher``.  Fails (no retry) when the broker cannot be
     reached or refuses us."""
@@ -162,13 +166,14 @@ def connect_publisher(reactor, url: str | AmqpUrl, exchange: str,
         setup.addTimeout(timeout, reactor)
         publisher = yield setup
     except BaseException:
-        client.transport.abortConnection()
+        abort(client.transport)
         raise
     return OneShotPublisher(client, publisher, reactor)
 
 
 @inlineCallbacks
-def _setup_publisher(client: FeedClient, target: AmqpUrl, exchange: str):
+def _setup_publisher(client: FeedClient, target: AmqpUrl,
+                     exchange: str) -> Generator[Deferred, Any, ConfirmPublisher]:
     yield client.authenticate(target.username, target.password)
     channel = yield client.open_channel()
     yield channel.exchange_declare(exchange=exchange, type="fanout", durable=True)

@@ -12,8 +12,6 @@ non-scaling filter, as the module answers nil).
 """
 from __future__ import annotations
 
-from typing import Any
-
 from twisted.internet.defer import Deferred, fail
 
 from pushengine.bloom import errors
@@ -55,8 +53,8 @@ class BloomCommands:
         raise NotImplementedError
 
     # -- the commands ----------------------------------------------------------
-    def reserve(self, key: Any, error_rate: Any, capacity: Any, expansion: Any = None,
-                nonscaling: Any = False) -> Deferred:
+    def reserve(self, key: object, error_rate: object, capacity: object,
+                expansion: object = None, nonscaling: object = False) -> Deferred:
         """Create an empty filter: fires with "OK"; fails with "item exists"
         when the key is taken. ``expansion`` defaults to 2; a non-scaling
         filter takes none."""
@@ -67,7 +65,7 @@ class BloomCommands:
             return fail()
         return self._reserve(key, spec)
 
-    def add(self, key: Any, item: Any) -> Deferred:
+    def add(self, key: object, item: object) -> Deferred:
         """Add one item (creating a default filter: 1 %, 100, expansion 2)."""
         try:
             key = check_key(key)
@@ -76,7 +74,7 @@ class BloomCommands:
             return fail()
         return self._add(key, data, DEFAULT_SPEC, None).addCallback(_single)
 
-    def madd(self, key: Any, items: Any) -> Deferred:
+    def madd(self, key: object, items: object) -> Deferred:
         try:
             key = check_key(key)
             data = check_items(items)
@@ -84,9 +82,9 @@ class BloomCommands:
             return fail()
         return self._add(key, data, DEFAULT_SPEC, None).addCallback(_many)
 
-    def insert(self, key: Any, items: Any, capacity: Any = None, error: Any = None,
-               expansion: Any = None, nocreate: Any = False, nonscaling: Any = False,
-               ttl: float | None = None) -> Deferred:
+    def insert(self, key: object, items: object, capacity: object = None,
+               error: object = None, expansion: object = None, nocreate: object = False,
+               nonscaling: object = False, ttl: float | None = None) -> Deferred:
         """``madd`` that creates a missing filter with these options, or with
         ``nocreate`` fails with "not found". ``ttl`` (seconds, not part of
         the module's command) makes the filter expire that long after its
@@ -101,7 +99,7 @@ class BloomCommands:
             return fail()
         return self._add(key, data, None if nocreate else spec, ttl).addCallback(_many)
 
-    def exists(self, key: Any, item: Any) -> Deferred:
+    def exists(self, key: object, item: object) -> Deferred:
         try:
             key = check_key(key)
             data = [item_bytes(item)]
@@ -109,7 +107,7 @@ class BloomCommands:
             return fail()
         return self._exists(key, data).addCallback(lambda r: r[0])
 
-    def mexists(self, key: Any, items: Any) -> Deferred:
+    def mexists(self, key: object, items: object) -> Deferred:
         try:
             key = check_key(key)
             data = check_items(items)
@@ -117,7 +115,7 @@ class BloomCommands:
             return fail()
         return self._exists(key, data)
 
-    def info(self, key: Any) -> Deferred:
+    def info(self, key: object) -> Deferred:
         try:
             key = check_key(key)
         except errors.ApiError:
@@ -125,7 +123,7 @@ class BloomCommands:
         return self._info(key)
 
 
-def _many(codes: list[int]) -> list:
+def _many(codes: list[int]) -> list[int | errors.BloomError]:
     return [outcome(c) for c in codes]
 
 

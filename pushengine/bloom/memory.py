@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.interfaces import IReactorTime
 
 from pushengine.bloom import errors
 from pushengine.bloom.base import CANNOT_GROW_CODE, FULL_CODE, BloomCommands
@@ -121,7 +122,7 @@ class MemoryBloom(BloomCommands):
 
     kind = "memory"
 
-    def __init__(self, clock: Any = None, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, clock: IReactorTime | None = None, max_bytes: int = MAX_BYTES) -> None:
         self.clock = clock
         self.max_bytes = max_bytes
         self.filters: dict[str, ScalableFilter] = {}

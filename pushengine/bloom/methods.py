@@ -21,14 +21,17 @@ import hmac
 import inspect
 from typing import Any, Callable
 
+from twisted.internet.defer import Deferred
+
 from pushengine.bloom import errors
+from pushengine.bloom.base import BloomCommands
 from pushengine.core.errors import NotAuthorized
 from pushengine.api.rpc import Method
 
 MAX_ITEMS = 1000       # items in one madd / mexists / insert
 
 
-def _bearer(caller: Any) -> str | None:
+def _bearer(caller: object) -> str | None:
     """The Bearer token a caller presented: ``caller.bearer`` (the transport
     parsed it) or a raw ``caller.authorization`` header."""
     token = getattr(caller, "bearer", None)
@@ -43,7 +46,7 @@ def _bearer(caller: Any) -> str | None:
     return token if isinstance(token, str) and token else None
 
 
-def may_use_backend_methods(caller: Any, publish_key: str | None) -> bool:
+def may_use_backend_methods(caller: object, publish_key: str | None) -> bool:
     """Whether ``caller`` (a pushengine.api.caller.Caller, or anything with
     ``bearer``/``authorization``, ``loopback`` and ``from_page``) may call
     the backend methods. Fails closed: a caller that says nothing is refused."""
@@ -60,7 +63,7 @@ class _Options(Method):
     """A method whose optional named params may be left out in any
     combination (``{"key": "k", "items": [...], "nonscaling": true}``)."""
 
-    def __init__(self, func: Callable, defaults: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, func: Callable, defaults: dict[str, object], **kwargs: Any) -> None:
         super().__init__(func, **kwargs)
         self.defaults = defaults
 
@@ -70,7 +73,7 @@ class _Options(Method):
         return super().call(params, caller)
 
 
-def _json_results(results: list) -> list:
+def _json_results(results: list[int | errors.BloomError]) -> list[int | dict[str, Any]]:
     return [{"error": {"code": r.code, "message": r.message}}
             if isinstance(r, errors.ApiError) else r for r in results]
 
@@ -78,51 +81,52 @@ def _json_results(results: list) -> list:
 class BloomMethods:
     """The methods on one backend, guarded by the publish key."""
 
-    def __init__(self, bloom: Any, publish_key: str | None) -> None:
+    def __init__(self, bloom: BloomCommands, publish_key: str | None) -> None:
         self.bloom = bloom
         self.publish_key = publish_key
 
-    def _guard(self, caller: Any) -> None:
+    def _guard(self, caller: object) -> None:
         if not may_use_backend_methods(caller, self.publish_key):
             raise NotAuthorized(
                 "bf.* methods need Authorization: Bearer <publish key>" if self.publish_key
                 else "no publish key is configured: bf.* methods are for loopback "
                      "clients only (and never from a web page)")
 
-    def reserve(self, caller: Any, key: Any, error_rate: Any, capacity: Any,
-                expansion: Any = None, nonscaling: Any = False) -> Any:
+    def reserve(self, caller: object, key: object, error_rate: object, capacity: object,
+                expansion: object = None, nonscaling: object = False) -> Deferred:
         self._guard(caller)
         return self.bloom.reserve(key, error_rate, capacity, expansion, nonscaling)
 
-    def add(self, caller: Any, key: Any, item: Any) -> Any:
+    def add(self, caller: object, key: object, item: object) -> Deferred:
         self._guard(caller)
         return self.bloom.add(key, item)
 
-    def madd(self, caller: Any, key: Any, items: Any) -> Any:
+    def madd(self, caller: object, key: object, items: object) -> Deferred:
         self._guard(caller)
         return self.bloom.madd(key, items).addCallback(_json_results)
 
-    def exists(self, caller: Any, key: Any, item: Any) -> Any:
+    def exists(self, caller: object, key: object, item: object) -> Deferred:
         self._guard(caller)
         return self.bloom.exists(key, item)
 
-    def mexists(self, caller: Any, key: Any, items: Any) -> Any:
+    def mexists(self, caller: object, key: object, items: object) -> Deferred:
         self._guard(caller)
         return self.bloom.mexists(key, items)
 
-    def insert(self, caller: Any, key: Any, items: Any, capacity: Any = None, error: Any = None,
-               expansion: Any = None, nocreate: Any = False, nonscaling: Any = False) -> Any:
+    def insert(self, caller: object, key: object, items: object, capacity: object = None,
+               error: object = None, expansion: object = None, nocreate: object = False,
+               nonscaling: object = False) -> Deferred:
         self._guard(caller)
         return self.bloom.insert(key, items, capacity=capacity, error=error,
                                  expansion=expansion, nocreate=nocreate,
                                  nonscaling=nonscaling).addCallback(_json_results)
 
-    def info(self, caller: Any, key: Any) -> Any:
+    def info(self, caller: object, key: object) -> Deferred:
         self._guard(caller)
         return self.bloom.info(key)
 
     def methods(self) -> dict[str, Method]:
-        def method(func: Callable, max_items: int = 100) -> Method:
+        def method(func: Callable[..., Deferred], max_items: int = 100) -> Method:
             defaults = {p.name: p.default for p in inspect.signature(func).parameters.values()
                         if p.default is not p.empty}
             return _Options(func, defaults, with_caller=True, max_items=max_items)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeGuard
 
 from pushengine.bloom import errors
 
@@ -71,17 +71,17 @@ def layer_error(error: float, nonscaling: bool, index: int) -> float:
     return error if nonscaling else error * TIGHTENING ** (index + 1)
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def check_key(key: Any) -> str:
+def check_key(key: object) -> str:
     if not isinstance(key, str) or not key:
         raise errors.BloomArgumentError(errors.BAD_KEY)
     return key
 
 
-def check_error(error: Any) -> float:
+def check_error(error: object) -> float:
     if not _number(error):
         raise errors.BloomArgumentError("bad error rate")
     try:
@@ -93,7 +93,7 @@ def check_error(error: Any) -> float:
     return value
 
 
-def check_capacity(capacity: Any) -> int:
+def check_capacity(capacity: object) -> int:
     if isinstance(capacity, float) and capacity.is_integer():
         capacity = int(capacity)
     if not isinstance(capacity, int) or isinstance(capacity, bool):
@@ -105,7 +105,7 @@ def check_capacity(capacity: Any) -> int:
     return capacity
 
 
-def check_expansion(expansion: Any) -> int:
+def check_expansion(expansion: object) -> int:
     if isinstance(expansion, float) and expansion.is_integer():
         expansion = int(expansion)
     if not isinstance(expansion, int) or isinstance(expansion, bool) \
@@ -115,8 +115,8 @@ def check_expansion(expansion: Any) -> int:
     return expansion
 
 
-def reserve_spec(error_rate: Any, capacity: Any, expansion: Any = None,
-                 nonscaling: Any = False) -> FilterSpec:
+def reserve_spec(error_rate: object, capacity: object, expansion: object = None,
+                 nonscaling: object = False) -> FilterSpec:
     """The arguments of ``reserve``, checked in the module's order."""
     error = check_error(error_rate)
     cap = check_capacity(capacity)
@@ -128,8 +128,8 @@ def reserve_spec(error_rate: Any, capacity: Any, expansion: Any = None,
     return FilterSpec(error, cap, x, nonscaling)
 
 
-def insert_spec(capacity: Any = None, error: Any = None, expansion: Any = None,
-                nonscaling: Any = False) -> FilterSpec:
+def insert_spec(capacity: object = None, error: object = None, expansion: object = None,
+                nonscaling: object = False) -> FilterSpec:
     """The options of ``insert`` (used only when it creates the filter)."""
     if not isinstance(nonscaling, bool):
         raise errors.BloomArgumentError("nonscaling must be true or false")
@@ -140,7 +140,7 @@ def insert_spec(capacity: Any = None, error: Any = None, expansion: Any = None,
         nonscaling)
 
 
-def item_bytes(item: Any) -> bytes:
+def item_bytes(item: object) -> bytes:
     """An item as the bytes that are hashed: text in UTF-8, an integer in
     decimal (as a Redis client sends it), bytes as they are."""
     if isinstance(item, str):
@@ -155,7 +155,7 @@ def item_bytes(item: Any) -> bytes:
     raise errors.BloomArgumentError(errors.BAD_ITEM)
 
 
-def check_items(items: Any) -> list[bytes]:
+def check_items(items: object) -> list[bytes]:
     if not isinstance(items, (list, tuple)) or not items:
         raise errors.BloomArgumentError("items must be a non-empty list")
     return [item_bytes(i) for i in items]

@@ -24,10 +24,12 @@ import json
 from typing import Any, Iterable
 
 from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine.bloom import errors
+from pushengine.bloom.base import BloomCommands
 
 log = Logger()
 
@@ -36,7 +38,7 @@ ERROR = 0.001
 
 
 class UniqueUsers:
-    def __init__(self, bloom: Any, clock: Any, period: float = 60.0,
+    def __init__(self, bloom: BloomCommands, clock: IReactorTime, period: float = 60.0,
                  capacity: int = CAPACITY, error: float = ERROR,
                  prefix: str = "unique") -> None:
         if period <= 0:
@@ -62,7 +64,7 @@ class UniqueUsers:
     def key(self, n: int, view_key: str) -> str:
         return f"{self.prefix}:{n}:{view_key}"
 
-    def touch(self, user: Any, view_keys: Iterable[str]) -> Deferred:
+    def touch(self, user: object, view_keys: Iterable[str]) -> Deferred:
         """Count ``user`` in each of ``view_keys`` for this period (once per
         node and period). Fires with None; never fails."""
         if user is None:
@@ -78,7 +80,8 @@ class UniqueUsers:
                                    error=self.error, ttl=2 * self.period) for k in todo]
         return DeferredList(calls, consumeErrors=True).addCallback(self._logged, n, item, todo)
 
-    def _logged(self, results: list, n: int, item: str, keys: list[str]) -> None:
+    def _logged(self, results: list[tuple[bool, Any]], n: int, item: str,
+                keys: list[str]) -> None:
         failures = [(k, r) for k, (ok, r) in zip(keys, results) if not ok]
         self.counters["added"] += len(keys) - len(failures)
         if failures:

@@ -5,7 +5,9 @@ Build the cache from the ``--memcache`` option with :func:`build_cache`.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
+
+from twisted.internet.interfaces import IReactorTCP, IReactorTime
 
 from pushengine.memcache.arrays import AppendArray, LockedArray
 from pushengine.memcache.client import MemcacheClient, parse_servers
@@ -29,13 +31,14 @@ from pushengine.memcache.tagged import TaggedCache
 from pushengine.memcache.visitors import SlotCounter, VisitorCounter
 
 
-def build_cache(reactor: Any, option: str | None = None, **kwargs: Any) -> Cache:
+def build_cache(reactor: IReactorTCP, option: str | None = None, **kwargs: Any) -> Cache:
     """The cache for a ``--memcache`` option: a :class:`MemcacheClient`
     (a service: add it to the application) for ``"host:port,..."``, an
-    :class:`InMemoryCache` for None or an empty string."""
+    :class:`InMemoryCache` for None or an empty string (on the reactor's
+    clock)."""
     if option:
         return MemcacheClient.from_option(reactor, option, **kwargs)
-    return InMemoryCache(reactor)
+    return InMemoryCache(cast(IReactorTime, reactor))
 
 
 __all__ = [

@@ -22,11 +22,13 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
 from pushengine.memcache.codec import decode_json, encode_json
 from pushengine.memcache.deferreds import as_deferred
 from pushengine.memcache.errors import CacheError, KeyExists, NotFound
+from pushengine.memcache.interface import Cache
 from pushengine.memcache.lock import Lock
 
 
@@ -35,7 +37,7 @@ class LockedArray:
 
     def __init__(
         self,
-        cache: Any,
+        cache: Cache,
         clock: IReactorTime,
         name: str,
         expire: int = 0,
@@ -49,37 +51,39 @@ class LockedArray:
         self.lock = Lock(cache, clock, name, ttl=lock_ttl)
 
     @as_deferred
-    async def read(self) -> list:
+    async def read(self) -> list[Any]:
         """The whole list ([] when missing)."""
-        return decode_json(await self.cache.get(self.key), [])
+        items: list[Any] = decode_json(await self.cache.get(self.key), [])
+        return items
 
     @as_deferred
-    async def update(self, change: Callable[[list], list]) -> list:
+    async def update(self, change: Callable[[list[Any]], list[Any]]) -> list[Any]:
         """Store ``change(current list)`` under the lock; fire with it."""
 
-        async def apply() -> list:
+        async def apply() -> list[Any]:
             items = change(decode_json(await self.cache.get(self.key), []))
             await self.cache.set(self.key, encode_json(list(items)), self.expire)
             return items
 
-        return await self.lock.run_locked(apply, wait=self.wait)
+        updated: list[Any] = await self.lock.run_locked(apply, wait=self.wait)
+        return updated
 
-    def append(self, item: Any):
-        """Add ``item`` at the end."""
+    def append(self, item: object) -> Deferred[list[Any]]:
+        """Add ``item`` (any JSON value) at the end."""
         return self.update(lambda items: items + [item])
 
-    def remove(self, item: Any):
+    def remove(self, item: object) -> Deferred[list[Any]]:
         """Remove every copy of ``item``."""
         return self.update(lambda items: [i for i in items if i != item])
 
-    def replace_all(self, items: list):
+    def replace_all(self, items: list[Any]) -> Deferred[list[Any]]:
         """Store ``items`` as the whole list."""
         return self.update(lambda _: list(items))
 
 
-def fold(records: bytes) -> list:
+def fold(records: bytes) -> list[Any]:
     """The list the ``+``/``-`` records describe."""
-    items: list = []
+    items: list[Any] = []
     for line in records.splitlines():
         if not line:
             continue
@@ -98,7 +102,7 @@ def fold(records: bytes) -> list:
 class AppendArray:
     """A list that many clients append to without a lock."""
 
-    def __init__(self, cache: Any, name: str, expire: int = 0, compact_at: int = 64 * 1024) -> None:
+    def __init__(self, cache: Cache, name: str, expire: int = 0, compact_at: int = 64 * 1024) -> None:
         self.cache = cache
         self.key = name
         self.expire = expire
@@ -125,17 +129,17 @@ class AppendArray:
             await self.compact()
 
     @as_deferred
-    async def append(self, item: Any) -> None:
+    async def append(self, item: object) -> None:
         """Add ``item`` (any JSON value) at the end."""
         await self._record(b"+" + encode_json(item) + b"\n")
 
     @as_deferred
-    async def remove(self, item: Any) -> None:
+    async def remove(self, item: object) -> None:
         """Remove every copy of ``item``."""
         await self._record(b"-" + encode_json(item) + b"\n")
 
     @as_deferred
-    async def read(self) -> list:
+    async def read(self) -> list[Any]:
         """The items, in order ([] when missing)."""
         value = await self.cache.get(self.key)
         return [] if value is None else fold(value)

@@ -11,13 +11,14 @@ seconds, with an answer or a :class:`CacheUnavailable` failure.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, cast
 
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, fail, succeed
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
-from twisted.internet.interfaces import IDelayedCall, IReactorTime, IStreamClientEndpoint
+from twisted.internet.interfaces import (
+    IDelayedCall, IProtocol, IProtocolFactory, IReactorTCP, IReactorTime, IStreamClientEndpoint)
 from twisted.logger import Logger
 from twisted.protocols.memcache import ClientError, ServerError
 from twisted.python.failure import Failure
@@ -34,7 +35,8 @@ from pushengine.memcache.errors import (
     ValueTooLarge,
 )
 from pushengine.memcache.memory import check_delta, check_expire, check_value
-from pushengine.memcache.protocol import EXISTS, NOT_FOUND, NOT_STORED, WireFactory, WireProtocol
+from pushengine.memcache.protocol import (
+    EXISTS, NOT_FOUND, NOT_STORED, Answer, WireFactory, WireProtocol)
 from pushengine.memcache.keys import wire_key
 
 log = Logger()
@@ -85,7 +87,7 @@ class _ObservedEndpoint:
         self._endpoint = endpoint
         self._server = server
 
-    def connect(self, factory):
+    def connect(self, factory: IProtocolFactory) -> Deferred[IProtocol]:
         d = self._endpoint.connect(factory)
         d.addErrback(self._failed)
         return d
@@ -93,6 +95,10 @@ class _ObservedEndpoint:
     def _failed(self, failure: Failure) -> Failure:
         self._server.connect_failed(failure)
         return failure
+
+
+def _get_multiple(keys: list[bytes]) -> Callable[[WireProtocol], Deferred]:
+    return lambda protocol: protocol.getMultiple(keys)
 
 
 class ServerConnection:
@@ -116,7 +122,7 @@ class ServerConnection:
         self.failed = False  # a connection failed or dropped, none made since
         self.failures = 0
         self.stopping = False
-        self._waiting: list[tuple[Callable, float, Deferred]] = []
+        self._waiting: list[tuple[Callable[[WireProtocol], Deferred], float, Deferred]] = []
         self._wait_timer: IDelayedCall | None = None
         self.service = ClientService(
             _ObservedEndpoint(endpoint, self),
@@ -144,7 +150,8 @@ class ServerConnection:
 
     def connected(self, protocol: WireProtocol) -> None:
         if self.stopping:
-            protocol.transport.loseConnection()
+            if protocol.transport is not None:
+                protocol.transport.loseConnection()
             return
         self.protocol = protocol
         self.failed = False
@@ -192,7 +199,7 @@ class ServerConnection:
             return fail(CacheUnavailable("the memcached client is stopped"))
         if self.protocol is not None:
             return self._send(call, deadline)
-        d = Deferred()
+        d: Deferred = Deferred()
         self._waiting.append((call, deadline, d))
         self._arm_wait_timer()
         return d
@@ -263,7 +270,7 @@ class MemcacheClient(MultiService):
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IReactorTCP,
         servers: Iterable[str] | str,
         timeout: float = 1.0,
         retry_delay: float = 10.0,
@@ -272,16 +279,17 @@ class MemcacheClient(MultiService):
     ) -> None:
         super().__init__()
         self.reactor = reactor
-        self.clock = clock if clock is not None else reactor
+        # the reactor is a clock too
+        self.clock = clock if clock is not None else cast(IReactorTime, reactor)
         self.timeout = timeout
         self.counters = {"ops": 0, "hits": 0, "misses": 0, "errors": 0, "timeouts": 0}
         self.servers: dict[str, ServerConnection] = {}
         for name in parse_servers(servers):
             host, port = split_server(name)
-            endpoint_type = TCP6ClientEndpoint if ":" in host else TCP4ClientEndpoint
-            endpoint = endpoint_type(
-                reactor, host, port, timeout=max(1, round(connect_timeout or timeout))
-            )
+            connect_within = max(1, round(connect_timeout or timeout))
+            endpoint: IStreamClientEndpoint = (
+                TCP6ClientEndpoint(reactor, host, port, timeout=connect_within) if ":" in host
+                else TCP4ClientEndpoint(reactor, host, port, timeout=connect_within))
             server = ServerConnection(self, name, endpoint, self.clock, retry_delay)
             self.servers[name] = server
             server.service.setServiceParent(self)
@@ -291,7 +299,7 @@ class MemcacheClient(MultiService):
         self._recheck_at = 0.0
 
     @classmethod
-    def from_option(cls, reactor: Any, option: str, **kwargs: Any) -> "MemcacheClient":
+    def from_option(cls, reactor: IReactorTCP, option: str, **kwargs: Any) -> "MemcacheClient":
         """Build from a ``--memcache host:port,host:port`` option string."""
         return cls(reactor, parse_servers(option), **kwargs)
 
@@ -328,9 +336,10 @@ class MemcacheClient(MultiService):
             self._route()
         if not self._live:
             return None
-        if len(self._live) == 1:
+        ring = self._ring
+        if ring is None:            # one server up
             return self._live[0]
-        return self.servers[self._ring.get_node(key.decode("ascii"))]
+        return self.servers[ring.get_node(key.decode("ascii"))]
 
     # -- running commands -----------------------------------------------------
 
@@ -347,7 +356,8 @@ class MemcacheClient(MultiService):
         deadline = self.clock.seconds() + self.timeout
         return self._send(k, call, deadline, len(self.servers)).addErrback(self._failed)
 
-    def _send(self, k: bytes, call, deadline: float, tries: int) -> Deferred:
+    def _send(self, k: bytes, call: Callable[[WireProtocol, bytes], Deferred],
+              deadline: float, tries: int) -> Deferred:
         server = self.server_for(k)
         if server is None:
             return fail(CacheUnavailable("no memcached server is up"))
@@ -416,9 +426,9 @@ class MemcacheClient(MultiService):
             groups[server.name].append(k)
         calls = []
         for name, ks in groups.items():
-            d = self.servers[name].submit(lambda p, ks=ks: p.getMultiple(ks), deadline)
+            d = self.servers[name].submit(_get_multiple(ks), deadline)
 
-            def again(failure: Failure, ks=ks) -> Deferred | Failure:
+            def again(failure: Failure, ks: list[bytes] = ks) -> Deferred | Failure:
                 failure.trap(_NotSent)
                 if tries > 1 and self.clock.seconds() < deadline:
                     return self._get_multi(set(ks), deadline, tries - 1)
@@ -426,9 +436,9 @@ class MemcacheClient(MultiService):
 
             calls.append(d.addErrback(again))
 
-        def merge(results: list) -> dict[bytes, bytes]:
+        def merge(results: list[tuple[bool, Any]]) -> dict[bytes, bytes] | Failure:
             found: dict[bytes, bytes] = {}
-            errors = []
+            errors: list[Failure] = []
             for ok, result in results:
                 if not ok:
                     errors.append(result)
@@ -450,6 +460,20 @@ class MemcacheClient(MultiService):
 
         return DeferredList(calls, consumeErrors=True).addCallback(merge)
 
+    def _verb(self, key: str | bytes, verb: str, args: tuple[object, ...],
+              refusals: Mapping[Answer, type[CacheError]],
+              value: Callable[[Any], object] = lambda _: True) -> Deferred:
+        """Send ``verb(wire key, *args)`` (a MemCacheProtocol method); an
+        answer of ``refusals`` fails with its error, any other fires with
+        ``value(answer)`` (True by default)."""
+        def answer(result: Any) -> object:
+            refused = refusals.get(result) if isinstance(result, Answer) else None
+            if refused is not None:
+                raise refused(key)
+            return value(result)
+
+        return self._command(key, lambda p, k: getattr(p, verb)(k, *args)).addCallback(answer)
+
     def set(self, key: str | bytes, value: bytes, expire: int = 0) -> Deferred:
         try:
             check_value(value), check_expire(expire)
@@ -457,18 +481,13 @@ class MemcacheClient(MultiService):
             return fail(e)
         return self._command(key, lambda p, k: p.set(k, value, 0, expire))
 
-    def _store(self, verb: str, key, value: bytes, expire: int, missing: type) -> Deferred:
+    def _store(self, verb: str, key: str | bytes, value: bytes, expire: int,
+               missing: type[CacheError]) -> Deferred:
         try:
             check_value(value), check_expire(expire)
         except Exception as e:
             return fail(e)
-
-        def answer(result: Any) -> bool:
-            if result is NOT_STORED:
-                raise missing(key)
-            return True
-
-        return self._command(key, lambda p, k: getattr(p, verb)(k, value, 0, expire)).addCallback(answer)
+        return self._verb(key, verb, (value, 0, expire), {NOT_STORED: missing})
 
     def add(self, key: str | bytes, value: bytes, expire: int = 0) -> Deferred:
         return self._store("add", key, value, expire, KeyExists)
@@ -476,18 +495,12 @@ class MemcacheClient(MultiService):
     def replace(self, key: str | bytes, value: bytes, expire: int = 0) -> Deferred:
         return self._store("replace", key, value, expire, NotFound)
 
-    def _incrdecr(self, verb: str, key, delta: int) -> Deferred:
+    def _incrdecr(self, verb: str, key: str | bytes, delta: int) -> Deferred:
         try:
             check_delta(delta)
         except Exception as e:
             return fail(e)
-
-        def answer(result: Any) -> int:
-            if result is NOT_FOUND:
-                raise NotFound(key)
-            return result
-
-        return self._command(key, lambda p, k: getattr(p, verb)(k, delta)).addCallback(answer)
+        return self._verb(key, verb, (delta,), {NOT_FOUND: NotFound}, lambda n: n)
 
     def incr(self, key: str | bytes, delta: int = 1) -> Deferred:
         return self._incrdecr("increment", key, delta)
@@ -495,18 +508,12 @@ class MemcacheClient(MultiService):
     def decr(self, key: str | bytes, delta: int = 1) -> Deferred:
         return self._incrdecr("decrement", key, delta)
 
-    def _pend(self, verb: str, key, value: bytes) -> Deferred:
+    def _pend(self, verb: str, key: str | bytes, value: bytes) -> Deferred:
         try:
             check_value(value)
         except Exception as e:
             return fail(e)
-
-        def answer(result: Any) -> bool:
-            if result is NOT_STORED:
-                raise NotFound(key)
-            return True
-
-        return self._command(key, lambda p, k: getattr(p, verb)(k, value)).addCallback(answer)
+        return self._verb(key, verb, (value,), {NOT_STORED: NotFound})
 
     def append(self, key: str | bytes, value: bytes) -> Deferred:
         return self._pend("append", key, value)
@@ -537,17 +544,8 @@ class MemcacheClient(MultiService):
                 raise ValueError("a cas token is the digits gets returned")
         except Exception as e:
             return fail(e)
-
-        def answer(result: Any) -> bool:
-            if result is EXISTS:
-                raise KeyExists(key)
-            if result is NOT_FOUND:
-                raise NotFound(key)
-            return True
-
-        return self._command(
-            key, lambda p, k: p.checkAndSet(k, value, token, 0, expire)
-        ).addCallback(answer)
+        return self._verb(key, "checkAndSet", (value, token, 0, expire),
+                          {EXISTS: KeyExists, NOT_FOUND: NotFound})
 
     def flush_all(self) -> Deferred:
         now = self.clock.seconds()

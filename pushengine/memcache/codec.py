@@ -22,7 +22,7 @@ def decode_int(value: bytes | None, default: int = 0) -> int:
         return default
 
 
-def encode_json(value: Any) -> bytes:
+def encode_json(value: object) -> bytes:
     """Compact UTF-8 JSON."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 

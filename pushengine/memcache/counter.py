@@ -9,50 +9,52 @@ Key: the counter's name → ASCII decimal.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Callable
+
+from twisted.internet.defer import Deferred
 
 from pushengine.memcache.codec import decode_int, encode_int
 from pushengine.memcache.deferreds import as_deferred
 from pushengine.memcache.errors import CacheError, KeyExists, NotFound
+from pushengine.memcache.interface import Cache
 
 MAX_TRIES = 5
 
 
-async def incr_or_add(cache: Any, key: str, delta: int, expire: int = 0) -> int:
+async def _step_or_add(cache: Cache, step: Callable[[str, int], Deferred], key: str,
+                       delta: int, created: int, expire: int) -> int:
+    """``step(key, delta)`` (incr or decr); when the key is missing, add it
+    as ``created``. Two clients racing to create it: the one whose add fails
+    (KeyExists) steps again."""
+    for _ in range(MAX_TRIES):
+        try:
+            value: int = await step(key, delta)
+            return value
+        except NotFound:
+            pass
+        try:
+            await cache.add(key, encode_int(created), expire)
+            return created
+        except KeyExists:
+            continue  # someone else created it: step again
+    raise CacheError(f"counter {key} kept vanishing")
+
+
+async def incr_or_add(cache: Cache, key: str, delta: int, expire: int = 0) -> int:
     """incr ``key`` by ``delta``, creating it with ``delta`` (and ``expire``)
     when missing. Race-safe between clients; fires with the new value."""
-    for _ in range(MAX_TRIES):
-        try:
-            return await cache.incr(key, delta)
-        except NotFound:
-            pass
-        try:
-            await cache.add(key, encode_int(delta), expire)
-            return delta
-        except KeyExists:
-            continue  # someone else created it: incr again
-    raise CacheError(f"counter {key} kept vanishing")
+    return await _step_or_add(cache, cache.incr, key, delta, delta, expire)
 
 
-async def decr_or_add(cache: Any, key: str, delta: int, expire: int = 0) -> int:
+async def decr_or_add(cache: Cache, key: str, delta: int, expire: int = 0) -> int:
     """decr ``key`` by ``delta`` (stopping at 0), creating it at 0."""
-    for _ in range(MAX_TRIES):
-        try:
-            return await cache.decr(key, delta)
-        except NotFound:
-            pass
-        try:
-            await cache.add(key, b"0", expire)
-            return 0
-        except KeyExists:
-            continue
-    raise CacheError(f"counter {key} kept vanishing")
+    return await _step_or_add(cache, cache.decr, key, delta, 0, expire)
 
 
 class AtomicCounter:
     """A counter shared by every client of the cache."""
 
-    def __init__(self, cache: Any, key: str, expire: int = 0) -> None:
+    def __init__(self, cache: Cache, key: str, expire: int = 0) -> None:
         self.cache = cache
         self.key = key
         self.expire = expire
@@ -75,4 +77,5 @@ class AtomicCounter:
     @as_deferred
     async def reset(self, value: int = 0) -> bool:
         """Set the counter to ``value``."""
-        return await self.cache.set(self.key, encode_int(value), self.expire)
+        stored: bool = await self.cache.set(self.key, encode_int(value), self.expire)
+        return stored

@@ -26,7 +26,7 @@ from twisted.internet.interfaces import IReactorTime
 from pushengine.memcache.codec import encode_json
 from pushengine.memcache.deferreds import as_deferred
 from pushengine.memcache.errors import CacheError, KeyExists, NotFound
-from pushengine.memcache.interface import MAX_RELATIVE_EXPIRE
+from pushengine.memcache.interface import MAX_RELATIVE_EXPIRE, Cache
 
 
 class EventLog:
@@ -35,7 +35,7 @@ class EventLog:
 
     def __init__(
         self,
-        cache: Any,
+        cache: Cache,
         clock: IReactorTime,
         name: str,
         time_chunk: float = 60,
@@ -56,7 +56,7 @@ class EventLog:
         return f"{self.name}:{chunk}"
 
     @as_deferred
-    async def append(self, event: Any) -> float:
+    async def append(self, event: object) -> float:
         """Log ``event`` (any JSON value) now; fire with its time."""
         now = self.clock.seconds()
         c = self.chunk(now)

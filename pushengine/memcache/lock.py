@@ -20,6 +20,7 @@ from twisted.logger import Logger
 
 from pushengine.memcache.deferreds import as_deferred, sleep
 from pushengine.memcache.errors import CacheError, KeyExists, NotFound
+from pushengine.memcache.interface import Cache
 
 log = Logger()
 
@@ -33,7 +34,7 @@ class Lock:
 
     def __init__(
         self,
-        cache: Any,
+        cache: Cache,
         clock: IReactorTime,
         name: str,
         ttl: int = 30,
@@ -132,7 +133,9 @@ class _Held:
             raise LockNotAcquired(self.lock.key)
         return self.lock
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
+        if self.token is None:      # not entered
+            return
         try:
             await self.lock._free(self.token)
         except CacheError as e:  # it expires by itself; the block's outcome stands

@@ -48,19 +48,19 @@ def parse_counter(value: bytes) -> int | None:
     return number
 
 
-def check_value(value: Any) -> bytes:
+def check_value(value: object) -> bytes:
     if not isinstance(value, (bytes, bytearray)):
         raise TypeError(f"cache values are bytes, not {type(value).__name__}")
     return bytes(value)
 
 
-def check_delta(delta: Any) -> int:
+def check_delta(delta: object) -> int:
     if not isinstance(delta, int) or delta < 0 or delta >= _MAX_U64:
         raise ValueError("incr/decr delta must be an int in [0, 2**64)")
     return delta
 
 
-def check_expire(expire: Any) -> int:
+def check_expire(expire: object) -> int:
     if not isinstance(expire, int):
         raise TypeError("expire is a whole number of seconds")
     return expire
@@ -90,7 +90,7 @@ class InMemoryCache:
 
     # -- internals ---------------------------------------------------------
 
-    def _run(self, fn: Callable[..., Any], *args: Any) -> Deferred:
+    def _run(self, fn: Callable[..., object], *args: object) -> Deferred:
         self._stats["ops"] += 1
         try:
             return succeed(fn(*args))
@@ -105,6 +105,13 @@ class InMemoryCache:
             del self._items[key]
             return None
         self._items.move_to_end(key)
+        return item
+
+    def _existing(self, key: str | bytes) -> _Item:
+        """The live item of ``key``; NotFound when there is none."""
+        item = self._live(wire_key(key))
+        if item is None:
+            raise NotFound(key)
         return item
 
     def _next_cas(self) -> int:
@@ -186,9 +193,7 @@ class InMemoryCache:
     def _incrdecr(self, key: str | bytes, delta: int, sign: int) -> Deferred:
         def op() -> int:
             d = check_delta(delta)
-            item = self._live(wire_key(key))
-            if item is None:
-                raise NotFound(key)
+            item = self._existing(key)
             current = parse_counter(item.value)
             if current is None:
                 raise BadValue("cannot increment or decrement non-numeric value")
@@ -213,9 +218,7 @@ class InMemoryCache:
     def _pend(self, key: str | bytes, value: bytes, after: bool) -> Deferred:
         def op() -> bool:
             data = check_value(value)
-            item = self._live(wire_key(key))
-            if item is None:
-                raise NotFound(key)
+            item = self._existing(key)
             joined = item.value + data if after else data + item.value
             if len(joined) > self.max_value_size:
                 raise ValueTooLarge(f"value of {len(joined)} bytes is too large")

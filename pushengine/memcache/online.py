@@ -30,6 +30,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from pushengine.memcache.interface import Cache
 from pushengine.memcache.visitors import SlotCounter, VisitorCounter
 
 log = Logger()
@@ -42,7 +43,7 @@ class OnlineCounter:
 
     def __init__(
         self,
-        cache: Any,
+        cache: Cache,
         clock: IReactorTime,
         period: float = 60,
         slots: int = 1,
@@ -54,12 +55,12 @@ class OnlineCounter:
         self.slots = slots
         self.prefix = prefix
         self._period_n: int | None = None
-        self._counted: dict[str, set] = {}  # session → figures counted this period
+        self._counted: dict[str, set[object]] = {}  # session → figures counted this period
         self._errors = 0
         self._last_error_log: int | None = None
         self._counter(_ALL)  # checks period and slots now, not on the push path
 
-    def _counter(self, key: Any) -> VisitorCounter | SlotCounter:
+    def _counter(self, key: object) -> VisitorCounter | SlotCounter:
         name = f"{self.prefix}:all" if key is _ALL or key is None else f"{self.prefix}:view:{key}"
         if self.slots > 1:
             return SlotCounter(self.cache, self.clock, name, slot=self.period, slots=self.slots)
@@ -112,7 +113,7 @@ class OnlineCounter:
         count stays in this period's figures, as with any visitor)."""
         self._counted.pop(session_id, None)
 
-    def _logged(self, results: list, n: int) -> None:
+    def _logged(self, results: list[tuple[bool, Any]], n: int) -> None:
         failures = [r for ok, r in results if not ok]
         if failures:
             self._errors += len(failures)

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
-
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
 from pushengine.api.presence import encode_entry
 from pushengine.memcache.deferreds import as_deferred
 from pushengine.memcache.errors import KeyExists, NotFound
+from pushengine.memcache.interface import Cache
 
 
 class PresenceStore:
     """Each node's members of each room, in the cache."""
 
-    def __init__(self, cache: Any, node_id: str, clock: IReactorTime, ttl: float = 30.0,
+    def __init__(self, cache: Cache, node_id: str, clock: IReactorTime, ttl: float = 30.0,
                  prefix: str = "pe:presence:") -> None:
         self.cache = cache
         self.node_id = node_id

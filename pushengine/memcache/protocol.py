@@ -12,10 +12,10 @@ answer and stay in step.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Callable, Protocol, cast
 
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from twisted.internet.protocol import Factory
+from twisted.internet.interfaces import IAddress, IDelayedCall, IReactorTime, ITCPTransport
+from twisted.internet.protocol import Factory, connectionDone
 from twisted.protocols.memcache import ClientError, MemCacheProtocol, ServerError
 from twisted.python.failure import Failure
 
@@ -37,10 +37,20 @@ NOT_STORED = Answer("NOT_STORED")
 EXISTS = Answer("EXISTS")
 
 
+class ConnectionOwner(Protocol):
+    """Who a connection reports to (the client's ServerConnection)."""
+
+    def connected(self, protocol: WireProtocol) -> None: ...
+
+    def lost(self, protocol: WireProtocol, reason: Failure) -> None: ...
+
+    def timed_out(self, protocol: WireProtocol) -> None: ...
+
+
 class WireProtocol(MemCacheProtocol):
     """One connection to one memcached server."""
 
-    def __init__(self, clock: IReactorTime, owner: Any = None) -> None:
+    def __init__(self, clock: IReactorTime, owner: ConnectionOwner | None = None) -> None:
         super().__init__(timeOut=None)
         self.clock = clock
         self.owner = owner
@@ -48,7 +58,7 @@ class WireProtocol(MemCacheProtocol):
         self._watchdog: IDelayedCall | None = None
 
     # the idle timer of TimeoutMixin must not reach for the global reactor
-    def callLater(self, period, func):  # noqa: N802 (Twisted's name)
+    def callLater(self, period: float, func: Callable[[], object]) -> IDelayedCall:  # noqa: N802
         return self.clock.callLater(period, func)
 
     # -- per-command deadlines ---------------------------------------------
@@ -84,7 +94,7 @@ class WireProtocol(MemCacheProtocol):
             self.owner.timed_out(self)
         self._cancelCommands(CacheTimeout("memcached did not answer in time"))
         if self.transport is not None:
-            self.transport.abortConnection()
+            cast(ITCPTransport, self.transport).abortConnection()
 
     # -- connection state ---------------------------------------------------
 
@@ -93,7 +103,7 @@ class WireProtocol(MemCacheProtocol):
         if self.owner is not None:
             self.owner.connected(self)
 
-    def connectionLost(self, reason: Failure) -> None:  # noqa: N802
+    def connectionLost(self, reason: Failure = connectionDone) -> None:  # noqa: N802
         if self._watchdog is not None and self._watchdog.active():
             self._watchdog.cancel()
         self._watchdog = None
@@ -128,9 +138,9 @@ class WireProtocol(MemCacheProtocol):
 class WireFactory(Factory):
     """Builds a :class:`WireProtocol` that reports to ``owner``."""
 
-    def __init__(self, clock: IReactorTime, owner: Any) -> None:
+    def __init__(self, clock: IReactorTime, owner: ConnectionOwner) -> None:
         self.clock = clock
         self.owner = owner
 
-    def buildProtocol(self, addr):  # noqa: N802
+    def buildProtocol(self, addr: IAddress | None) -> WireProtocol:  # noqa: N802
         return WireProtocol(self.clock, self.owner)

@@ -11,17 +11,16 @@ Keys: ``{name}:m:{member}`` → ``1``; ``{name}:index`` → the index records.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from pushengine.memcache.arrays import AppendArray
 from pushengine.memcache.deferreds import as_deferred
 from pushengine.memcache.errors import KeyExists
+from pushengine.memcache.interface import Cache
 
 
 class Table:
     """A set of strings shared by every client."""
 
-    def __init__(self, cache: Any, name: str, expire: int = 0) -> None:
+    def __init__(self, cache: Cache, name: str, expire: int = 0) -> None:
         self.cache = cache
         self.name = name
         self.expire = expire

@@ -35,6 +35,7 @@ from twisted.logger import Logger
 from pushengine.memcache.codec import encode_json
 from pushengine.memcache.deferreds import as_deferred, sleep
 from pushengine.memcache.errors import CacheError, KeyExists
+from pushengine.memcache.interface import Cache
 from pushengine.memcache.lock import Lock
 
 log = Logger()
@@ -45,6 +46,7 @@ class _Entry:
         self.value = value
         self.versions = versions
         self.fresh_until = fresh_until
+        self.valid = False      # fresh, and every tag still has its version (_read)
 
 
 def _decode(raw: bytes | None) -> _Entry | None:
@@ -65,7 +67,7 @@ class TaggedCache:
 
     def __init__(
         self,
-        cache: Any,
+        cache: Cache,
         clock: IReactorTime,
         prefix: str = "tc",
         lock_ttl: int = 30,
@@ -93,7 +95,8 @@ class TaggedCache:
 
     # -- tags -------------------------------------------------------------
 
-    async def _versions(self, tags: Iterable[str], found: dict | None = None) -> dict[str, str]:
+    async def _versions(self, tags: Iterable[str],
+                        found: dict[str, bytes] | None = None) -> dict[str, str]:
         """The current version of each tag, creating the missing ones."""
         tags = list(dict.fromkeys(tags))
         if found is None:
@@ -120,23 +123,24 @@ class TaggedCache:
 
     # -- entries ------------------------------------------------------------
 
-    async def _read(self, key: str, tags: list[str]) -> tuple[_Entry | None, bool]:
-        """The entry (or None) and whether it is valid now."""
+    async def _read(self, key: str, tags: list[str]) -> _Entry | None:
+        """The entry (or None), ``valid`` if it is valid now."""
         keys = [self.entry_key(key)] + [self.tag_key(t) for t in tags]
         found = await self.cache.get_multi(keys)
         entry = _decode(found.get(self.entry_key(key)))
         if entry is None:
-            return None, False
+            return None
         if entry.fresh_until is not None and self.clock.seconds() >= entry.fresh_until:
-            return entry, False
+            return entry
         missing = [t for t in entry.versions if self.tag_key(t) not in found and t not in tags]
         if missing:
             found.update(await self.cache.get_multi([self.tag_key(t) for t in missing]))
         for tag, version in entry.versions.items():
             raw = found.get(self.tag_key(tag))
             if raw is None or raw.decode("ascii") != version:
-                return entry, False
-        return entry, True
+                return entry
+        entry.valid = True
+        return entry
 
     async def _store(self, key: str, value: bytes, versions: dict[str, str], ttl: int) -> None:
         if not isinstance(value, bytes):
@@ -150,8 +154,8 @@ class TaggedCache:
     @as_deferred
     async def get(self, key: str, tags: Iterable[str] = ()) -> bytes | None:
         """The value if its entry is valid, else None."""
-        entry, valid = await self._read(key, list(tags))
-        return entry.value if valid else None
+        entry = await self._read(key, list(tags))
+        return entry.value if entry is not None and entry.valid else None
 
     @as_deferred
     async def set(self, key: str, value: bytes, tags: Iterable[str] = (), ttl: int = 0) -> None:
@@ -175,11 +179,11 @@ class TaggedCache:
         Deferred/coroutine of bytes) with the protections above."""
         tags = list(dict.fromkeys(tags))
         try:
-            entry, valid = await self._read(key, tags)
+            entry = await self._read(key, tags)
         except CacheError as e:
             log.warn("tagged cache unreadable, rebuilding {key} directly: {e}", key=key, e=e)
             return await self._call(rebuild)
-        if valid:
+        if entry is not None and entry.valid:
             return entry.value
         stale = entry.value if entry is not None else None
         lock = Lock(self.cache, self.clock, f"{self.prefix}:rebuild:{key}", ttl=self.lock_ttl)
@@ -199,22 +203,26 @@ class TaggedCache:
                 return await self._call(rebuild)
             await sleep(self.clock, self.poll)
             try:
-                entry, valid = await self._read(key, tags)
+                entry = await self._read(key, tags)
             except CacheError:
                 continue
-            if valid:
+            if entry is not None and entry.valid:
                 return entry.value
 
     async def _call(self, rebuild: Callable[[], Any]) -> bytes:
         self.rebuilds += 1
-        return await maybeDeferred(rebuild)
+        value: bytes = await maybeDeferred(rebuild)
+        return value
 
-    async def _rebuild_locked(self, lock: Lock, key: str, tags, rebuild, ttl: int, stale) -> bytes:
+    async def _rebuild_locked(self, lock: Lock, key: str, tags: list[str],
+                              rebuild: Callable[[], Any], ttl: int,
+                              stale: bytes | None) -> bytes:
+        versions: dict[str, str] | None
         try:
             try:
                 # another client may have finished a rebuild just before
-                entry, valid = await self._read(key, tags)
-                if valid:
+                entry = await self._read(key, tags)
+                if entry is not None and entry.valid:
                     return entry.value
                 versions = await self._versions(tags)
             except CacheError as e:

@@ -25,7 +25,6 @@ marker key ``{name}:{n}:seen:{visitor}`` added for the rest of the period;
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from twisted.internet.interfaces import IReactorTime
 
@@ -33,7 +32,7 @@ from pushengine.memcache.codec import decode_int
 from pushengine.memcache.counter import incr_or_add
 from pushengine.memcache.deferreds import as_deferred
 from pushengine.memcache.errors import KeyExists
-from pushengine.memcache.interface import MAX_RELATIVE_EXPIRE
+from pushengine.memcache.interface import MAX_RELATIVE_EXPIRE, Cache
 
 
 def _seconds(value: float) -> int:
@@ -42,7 +41,7 @@ def _seconds(value: float) -> int:
 
 
 class _PeriodKeys:
-    def __init__(self, cache: Any, clock: IReactorTime, name: str, period: float, keep: int) -> None:
+    def __init__(self, cache: Cache, clock: IReactorTime, name: str, period: float, keep: int) -> None:
         if period <= 0 or period * keep > MAX_RELATIVE_EXPIRE:
             raise ValueError("the period must be positive and well under 30 days")
         self.cache = cache
@@ -86,14 +85,14 @@ class _PeriodKeys:
 
     async def _read(self, numbers: list[int]) -> dict[int, int]:
         keys = {self.key(n): n for n in numbers}
-        found = await self.cache.get_multi(list(keys))
+        found: dict[str, bytes] = await self.cache.get_multi(list(keys))
         return {keys[k]: decode_int(v) for k, v in found.items()}
 
 
 class VisitorCounter(_PeriodKeys):
     """Visitors in the last period: the shadow/current key pair."""
 
-    def __init__(self, cache: Any, clock: IReactorTime, name: str, period: float = 60) -> None:
+    def __init__(self, cache: Cache, clock: IReactorTime, name: str, period: float = 60) -> None:
         super().__init__(cache, clock, name, period, keep=2)
 
     @as_deferred
@@ -116,7 +115,7 @@ class SlotCounter(_PeriodKeys):
     """A smoother figure: the mean over a ring of per-slot keys."""
 
     def __init__(
-        self, cache: Any, clock: IReactorTime, name: str, slot: float = 60, slots: int = 5
+        self, cache: Cache, clock: IReactorTime, name: str, slot: float = 60, slots: int = 5
     ) -> None:
         if slots < 1:
             raise ValueError("at least one slot")

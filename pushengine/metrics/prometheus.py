@@ -6,10 +6,14 @@ path touches prometheus_client.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Callable, Collection, Iterator, cast
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from twisted.internet.interfaces import IReactorTime
+
+from pushengine.core.engine import Engine
+from pushengine.views.registry import ViewRegistry
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 COUNTER, GAUGE = "counter", "gauge"
@@ -149,7 +153,8 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
 }
 
 
-def describe(prefix: str, figure: str, counter_names: Any = ()) -> tuple[str, str, str]:
+def describe(prefix: str, figure: str,
+             counter_names: Collection[str] = ()) -> tuple[str, str, str]:
     """``(kind, series name, help)`` of a source's figure. A figure that
     FIGURES does not describe is still exported (a counter when the source
     lists it in ``counter_names``), with a help text that says so; a test
@@ -166,17 +171,21 @@ def describe(prefix: str, figure: str, counter_names: Any = ()) -> tuple[str, st
 
 
 class EngineCollector:
-    def __init__(self, engine: Any, node_id: str, clock: Any,
-                 sources: dict[str, Any] | None = None,
+    def __init__(self, engine: Engine, node_id: str, clock: IReactorTime,
+                 sources: dict[str, object] | None = None,
                  rpc_errors: dict[int, int] | None = None) -> None:
+        """``sources``: by prefix, the objects whose ``stats()`` figures are
+        exported (``counter_names``: those of them that are counters)."""
         self.engine = engine
         self.node_id = node_id
         self.clock = clock
         self.sources = sources or {}
         self.rpc_errors = rpc_errors if rpc_errors is not None else {}
 
-    def collect(self) -> Iterable:
+    def collect(self) -> Iterator[Metric]:
         e, s = self.engine, self.engine.sessions
+        # the node's view registry (the core holds it by its ViewSource protocol)
+        registry = cast(ViewRegistry, e.registry)
         node = [self.node_id]
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
@@ -192,10 +201,10 @@ class EngineCollector:
         yield gauge("pushengine_sessions", "Sessions held by this node", len(s.sessions))
         yield gauge("pushengine_subscriptions", "Subscriptions of all sessions",
                     sum(len(x.subs) for x in s.sessions.values()))
-        windows = list(e.registry.windows())
+        windows = list(registry.windows())
         yield gauge("pushengine_views", "View instances (windows) with subscribers", len(windows))
         yield gauge("pushengine_queries", "Live queries (views by parameters)",
-                    len(e.registry.queries))
+                    len(registry.queries))
         yield gauge("pushengine_polls_waiting", "Long-polls parked", s.waiting)
         yield gauge("pushengine_streams", "Streams attached (SSE and WebSocket)", s.streams)
         yield counter("pushengine_stream_replays",

@@ -22,7 +22,7 @@ from typing import Any
 import txredisapi
 from twisted.application import service
 from twisted.internet.defer import Deferred, gatherResults, succeed
-from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -31,7 +31,7 @@ from pushengine.bloom.base import CANNOT_GROW_CODE, FULL_CODE, INFO_FIELDS, Bloo
 from pushengine.bloom.hashing import item_hash, pack
 from pushengine.bloom.params import MAX_BYTES, FilterSpec
 from pushengine.redis.bloom_scripts import sources
-from pushengine.redis.link import RedisLink, RedisUrl
+from pushengine.redis.link import RedisArg, RedisConnection, RedisLink, RedisUrl, run_script
 
 log = Logger()
 
@@ -51,7 +51,7 @@ class RedisBloom(BloomCommands, service.MultiService):
 
     kind = "redis"
 
-    def __init__(self, reactor: Any, url: str | RedisUrl,
+    def __init__(self, reactor: IReactorTime, url: str | RedisUrl,
                  endpoint: IStreamClientEndpoint | None = None,
                  max_bytes: int = MAX_BYTES, use_module: bool = True) -> None:
         """``use_module=False`` runs the Lua scripts even on a server with
@@ -73,13 +73,13 @@ class RedisBloom(BloomCommands, service.MultiService):
 
     # -- the connection ------------------------------------------------------------
 
-    def _prepare(self, proto: Any) -> Deferred:
+    def _prepare(self, proto: RedisConnection) -> Deferred[Any]:
         """Find out whether the server has the module, load the scripts if
         not: then the connection serves commands."""
-        def loaded(native: bool) -> Deferred | None:
+        def loaded(native: bool) -> Deferred[Any] | None:
             if native:
                 return None
-            work = []
+            work: list[Deferred[None]] = []
             for name, source in self._scripts.items():
                 def keep(sha: str, name: str = name) -> None:
                     self._shas[name] = sha
@@ -87,12 +87,12 @@ class RedisBloom(BloomCommands, service.MultiService):
             return gatherResults(work, consumeErrors=True)
         return self._detect(proto).addCallback(loaded)
 
-    def _detect(self, proto: Any) -> Deferred:
+    def _detect(self, proto: RedisConnection) -> Deferred[bool]:
         if not self.use_module:
             self.native = False
             return succeed(False)
 
-        def answered(_: Any) -> bool:
+        def answered(_: object) -> bool:
             return True
 
         def refused(f: Failure) -> bool:
@@ -114,7 +114,7 @@ class RedisBloom(BloomCommands, service.MultiService):
         return self.link.connected
 
     # -- sending -----------------------------------------------------------------
-    def _send(self, *args: Any) -> Deferred:
+    def _send(self, *args: RedisArg) -> Deferred[Any]:
         self.counters["commands"] += 1
         if not self.link.connected:
             self.counters["unavailable"] += 1
@@ -135,15 +135,9 @@ class RedisBloom(BloomCommands, service.MultiService):
             raise _unavailable(failure.getErrorMessage())
         return failure
 
-    def _script(self, name: str, keys: list[str], args: list[Any]) -> Deferred:
-        d = self._send("EVALSHA", self._shas.get(name, "0" * 40), len(keys), *keys, *args)
-
-        def noscript(failure: Failure) -> Any:
-            failure.trap(txredisapi.ResponseError)
-            if not str(failure.value).startswith("NOSCRIPT"):
-                return failure
-            return self._send("EVAL", self._scripts[name], len(keys), *keys, *args)
-        return d.addErrback(noscript)
+    def _script(self, name: str, keys: list[str], args: list[RedisArg]) -> Deferred[Any]:
+        return run_script(self._send, self._shas.get(name, "0" * 40), self._scripts[name],
+                          keys, args)
 
     def _keys(self, key: str) -> list[str]:
         meta = f"{self.prefix}{{{key}}}"
@@ -153,7 +147,7 @@ class RedisBloom(BloomCommands, service.MultiService):
     def _reserve(self, key: str, spec: FilterSpec) -> Deferred:
         keys = self._keys(key)
         if self.native:
-            args: list[Any] = ["BF.RESERVE", keys[0], _number(spec.error), spec.capacity]
+            args: list[RedisArg] = ["BF.RESERVE", keys[0], _number(spec.error), spec.capacity]
             if spec.nonscaling:
                 args.append("NONSCALING")
             else:
@@ -168,7 +162,7 @@ class RedisBloom(BloomCommands, service.MultiService):
         keys = self._keys(key)
         ttl_ms = max(1, int(ttl * 1000)) if ttl else 0
         if self.native:
-            args: list[Any] = ["BF.INSERT", keys[0]]
+            args: list[RedisArg] = ["BF.INSERT", keys[0]]
             if spec is None:
                 args.append("NOCREATE")
             else:
@@ -180,7 +174,7 @@ class RedisBloom(BloomCommands, service.MultiService):
                     lambda _: codes))
             return d
         if spec is None:
-            create: list[Any] = ["0", "0", "0", 0, 0, 0]
+            create: list[RedisArg] = ["0", "0", "0", 0, 0, 0]
         else:
             create = ["1", _number(spec.nlog_error), _number(spec.error), spec.capacity,
                       spec.expansion, 1 if spec.nonscaling else 0]

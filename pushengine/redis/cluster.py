@@ -20,19 +20,20 @@ URL: see :mod:`pushengine.redis.link`.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import txredisapi
 from twisted.application import service
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine.cluster.record import SessionRecord
 from pushengine.cluster.registry import MISSING, MOVED, OK, RegistryUnavailable, new_counters
 # (RedisUrl, parse_redis_url and redis_endpoint lived here first: importable from here still)
-from pushengine.redis.link import RedisLink, RedisUrl, parse_redis_url, redis_endpoint
+from pushengine.redis.link import (
+    RedisArg, RedisConnection, RedisLink, RedisUrl, parse_redis_url, redis_endpoint, run_script)
 
 log = Logger()
 
@@ -69,19 +70,21 @@ SCRIPTS = {"write": WRITE, "refresh": REFRESH, "release": RELEASE}
 
 
 class _SubscriberProtocol(txredisapi.SubscriberProtocol):
-    def __init__(self, clock: Any, on_message: Callable[[Any, Any], None]) -> None:
+    def __init__(self, clock: IReactorTime,
+                 on_message: Callable[[str, str | bytes], None]) -> None:
         super().__init__(charset="utf-8", convertNumbers=False)
         self.callLater = clock.callLater
         self.on_message = on_message
 
-    def messageReceived(self, pattern: Any, channel: Any, message: Any) -> None:
+    def messageReceived(self, pattern: str | None, channel: str,  # noqa: N802
+                        message: str | bytes) -> None:
         self.on_message(channel, message)
 
 
 class RedisRegistry(service.MultiService):
     """The registry of one node; a service (add it to the application)."""
 
-    def __init__(self, reactor: Any, url: str | RedisUrl, node_id: str, ttl: float,
+    def __init__(self, reactor: IReactorTime, url: str | RedisUrl, node_id: str, ttl: float,
                  endpoint: IStreamClientEndpoint | None = None) -> None:
         super().__init__()
         self.reactor = reactor
@@ -101,23 +104,28 @@ class RedisRegistry(service.MultiService):
         self.subscriber = RedisLink(
             reactor, self.url, RegistryUnavailable, endpoint=endpoint, select=False,
             protocol=lambda: _SubscriberProtocol(reactor, self._message),
-            on_ready=lambda proto: proto.subscribe(self.channel))
+            on_ready=self._subscribe)
         # both start and stop with the registry
         self.link.setServiceParent(self)
         self.subscriber.setServiceParent(self)
 
     # -- the connections --------------------------------------------------------
-    def _load_scripts(self, proto: Any) -> Deferred:
+    def _load_scripts(self, proto: RedisConnection) -> Deferred[None]:
         """A new connection serves commands once the scripts are loaded."""
-        d: Deferred = succeed(None)
+        d: Deferred[Any] = succeed(None)
         for name, source in SCRIPTS.items():
-            def load(_: Any, name: str = name, source: str = source) -> Deferred:
+            def load(_: object, name: str = name, source: str = source) -> Deferred[None]:
                 return proto.execute_command("SCRIPT", "LOAD", source).addCallback(
                     lambda sha: self._shas.__setitem__(name, sha))
             d.addCallback(load)
         return d
 
-    def _message(self, channel: Any, message: Any) -> None:
+    def _subscribe(self, proto: RedisConnection) -> Deferred[Any]:
+        """The subscriber link's preparation: listen on this node's channel."""
+        subscriber = cast(_SubscriberProtocol, proto)   # the subscriber link's protocol
+        return subscriber.subscribe(self.channel)
+
+    def _message(self, channel: str, message: str | bytes) -> None:
         """Another node took over a session of ours."""
         if isinstance(message, bytes):
             message = message.decode("utf-8", "replace")
@@ -136,7 +144,7 @@ class RedisRegistry(service.MultiService):
     def key(self, sid: str) -> str:
         return f"{self.url.prefix}session:{sid}"
 
-    def _send(self, *args: Any) -> Deferred:
+    def _send(self, *args: RedisArg) -> Deferred[Any]:
         return self.link.send(*args)
 
     def _failed(self, failure: Failure) -> Failure:
@@ -145,19 +153,12 @@ class RedisRegistry(service.MultiService):
             raise RegistryUnavailable(failure.getErrorMessage())
         return failure
 
-    def _run(self, *args: Any) -> Deferred:
+    def _run(self, *args: RedisArg) -> Deferred[Any]:
         return self._send(*args).addErrback(self._failed)
 
-    def _script(self, name: str, keys: list[str], args: list[Any]) -> Deferred:
-        sha = self._shas.get(name)
-        d = self._send("EVALSHA", sha, len(keys), *keys, *args)
-
-        def noscript(failure: Failure) -> Any:
-            failure.trap(txredisapi.ResponseError)
-            if not str(failure.value).startswith("NOSCRIPT"):
-                return failure
-            return self._send("EVAL", SCRIPTS[name], len(keys), *keys, *args)
-        return d.addErrback(noscript).addErrback(self._failed)
+    def _script(self, name: str, keys: list[str], args: list[RedisArg]) -> Deferred[Any]:
+        return run_script(self._send, self._shas.get(name, ""), SCRIPTS[name], keys,
+                          args).addErrback(self._failed)
 
     def _ttl_ms(self) -> int:
         return max(1, int(self.ttl * 1000))
@@ -165,7 +166,7 @@ class RedisRegistry(service.MultiService):
     def write(self, sid: str, record: SessionRecord, take: bool = False) -> Deferred:
         fields = record.fields()
         fields.pop("owner", None)
-        args: list[Any] = [self.node_id, self._ttl_ms(), "1" if take else "0"]
+        args: list[RedisArg] = [self.node_id, self._ttl_ms(), "1" if take else "0"]
         for name, value in fields.items():
             args += [name, value]
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping, Protocol as TypingProtocol, Sequence, \
+    TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import txredisapi
@@ -35,7 +36,8 @@ from twisted.internet.abstract import isIPAddress as isIPv4Address, isIPv6Addres
 from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
 from twisted.internet.endpoints import (
     HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint, wrapClientTLS)
-from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.internet.interfaces import (
+    IAddress, IProtocol, IProtocolFactory, IReactorTCP, IReactorTime, IStreamClientEndpoint)
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -45,6 +47,44 @@ log = Logger()
 
 DEFAULT_PORT = 6379
 _PREFIX = re.compile(r"^[A-Za-z0-9_.:{}-]{0,100}$")
+
+
+# a Redis command's arguments, as txredisapi sends them
+RedisArg = str | bytes | int | float
+
+
+T = TypeVar("T")
+
+
+def hash_pairs(reply: Mapping[T, T] | Sequence[T]) -> Iterable[tuple[T, T]]:
+    """The (field, value) pairs of an HGETALL reply: a mapping, or the
+    flat list field, value, field, value..."""
+    if isinstance(reply, Mapping):
+        return reply.items()
+    return zip(reply[::2], reply[1::2])
+
+
+def run_script(send: Callable[..., Deferred[Any]], sha: str, source: str,
+               keys: Sequence[str], args: Sequence[RedisArg]) -> Deferred[Any]:
+    """A Lua script by its SHA-1 (``send("EVALSHA", ...)``), sent whole
+    with EVAL when the server does not know it (restarted or flushed since
+    the connection loaded it)."""
+    d = send("EVALSHA", sha, len(keys), *keys, *args)
+
+    def noscript(failure: Failure) -> Failure | Deferred[Any]:
+        failure.trap(txredisapi.ResponseError)
+        if not str(failure.value).startswith("NOSCRIPT"):
+            return failure
+        return send("EVAL", source, len(keys), *keys, *args)
+    return d.addErrback(noscript)
+
+
+class RedisConnection(TypingProtocol):
+    """What the adapters use of a txredisapi connection."""
+
+    def execute_command(self, *args: RedisArg) -> Deferred[Any]: ...
+
+    def whenDisconnected(self) -> Deferred[Any]: ...  # noqa: N802 (txredisapi's name)
 
 
 @dataclass(frozen=True)
@@ -100,10 +140,11 @@ def parse_redis_url(url: str) -> RedisUrl:
         tls=parts.scheme == "rediss", **options)
 
 
-def redis_endpoint(reactor: Any, url: RedisUrl) -> IStreamClientEndpoint:
+def redis_endpoint(reactor: IReactorTCP, url: RedisUrl) -> IStreamClientEndpoint:
     """The endpoint of a parsed Redis URL. An address needs no name
     resolution (which would start the reactor's thread pool for getaddrinfo)."""
     host, port, timeout = url.host, url.port, max(1, int(url.timeout))
+    endpoint: IStreamClientEndpoint
     if isIPv4Address(host):
         endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
     elif isIPv6Address(host):
@@ -120,7 +161,7 @@ class _CommandProtocol(txredisapi.RedisProtocol):
     """txredisapi's protocol with its timers on the injected reactor and
     replies as text (numbers are not guessed: a user id stays what it was)."""
 
-    def __init__(self, clock: Any, timeout: float | None) -> None:
+    def __init__(self, clock: IReactorTime, timeout: float | None) -> None:
         super().__init__(charset="utf-8", replyTimeout=timeout, convertNumbers=False)
         self.callLater = clock.callLater
 
@@ -131,7 +172,7 @@ class _Factory(Factory):
     def __init__(self, make: Callable[[], Protocol]) -> None:
         self.make = make
 
-    def buildProtocol(self, addr: Any) -> Protocol:
+    def buildProtocol(self, addr: IAddress | None) -> Protocol:
         p = self.make()
         p.factory = self
         return p
@@ -145,7 +186,7 @@ class _ObservedEndpoint:
         self._endpoint = endpoint
         self._failed = failed
 
-    def connect(self, factory: Any) -> Deferred:
+    def connect(self, factory: IProtocolFactory) -> Deferred[IProtocol]:
         d = self._endpoint.connect(factory)
 
         def failed(f: Failure) -> Failure:
@@ -173,10 +214,10 @@ class RedisLink(service.Service):
       counted (its own by default).
     """
 
-    def __init__(self, reactor: Any, url: str | RedisUrl,
+    def __init__(self, reactor: IReactorTime, url: str | RedisUrl,
                  unavailable: Callable[[str], Exception], *,
                  endpoint: IStreamClientEndpoint | None = None,
-                 on_ready: Callable[[Any], Deferred | None] | None = None,
+                 on_ready: Callable[[RedisConnection], object] | None = None,
                  timeout: float | None = None,
                  protocol: Callable[[], txredisapi.RedisProtocol] | None = None,
                  select: bool = True, name: str | None = None, effect: str = "",
@@ -189,15 +230,15 @@ class RedisLink(service.Service):
         self.name = name
         self.effect = effect
         self.counters = counters if counters is not None else {"connects": 0, "disconnects": 0}
-        self.proto: Any = None               # the connection serving commands, None while down
+        self.proto: RedisConnection | None = None   # the connection serving commands
         self.error: str | None = None        # why it is down
         self.down_since: float | None = reactor.seconds()
         self._said_down = False
         if protocol is None:
             protocol = partial(_CommandProtocol, reactor,
                                self.url.timeout if timeout is None else timeout)
-        if endpoint is None:
-            endpoint = redis_endpoint(reactor, self.url)
+        if endpoint is None:       # the reactor makes TCP connections too
+            endpoint = redis_endpoint(cast(IReactorTCP, reactor), self.url)
         self._client = ClientService(
             _ObservedEndpoint(endpoint, self._connect_failed), _Factory(protocol),
             retryPolicy=backoffPolicy(initialDelay=0.2, maxDelay=5.0), clock=reactor,
@@ -221,19 +262,21 @@ class RedisLink(service.Service):
         return self._client.whenConnected().addCallback(lambda _: None)
 
     # -- the connection's life ---------------------------------------------------
-    def _prepare(self, proto: Any) -> Deferred:
+    def _prepare(self, connection: IProtocol) -> Deferred[None]:
         """Log in, choose the database, run the adapter's preparation: then
         the connection serves commands. A failure goes back to ClientService,
         which drops the connection and tries again."""
-        d: Deferred = succeed(None)
+        proto = cast(RedisConnection, connection)     # a txredisapi protocol
+        d: Deferred[Any] = succeed(None)
         url = self.url
         if url.password is not None:
             creds = [url.username, url.password] if url.username else [url.password]
             d.addCallback(lambda _: proto.execute_command("AUTH", *creds))
         if self.select:
             d.addCallback(lambda _: proto.execute_command("SELECT", url.db))
-        if self.on_ready is not None:
-            d.addCallback(lambda _: maybeDeferred(self.on_ready, proto))
+        on_ready = self.on_ready
+        if on_ready is not None:
+            d.addCallback(lambda _: maybeDeferred(on_ready, proto))
         d.addCallback(lambda _: self._ready(proto))
         d.addErrback(self._prepare_failed)
         return d
@@ -242,7 +285,7 @@ class RedisLink(service.Service):
         self._went_down(f"Redis refused the connection setup: {failure.getErrorMessage()}")
         return failure
 
-    def _ready(self, proto: Any) -> None:
+    def _ready(self, proto: RedisConnection) -> None:
         self.proto = proto
         self.counters["connects"] += 1
         if self.name is not None:
@@ -259,7 +302,7 @@ class RedisLink(service.Service):
         proto.whenDisconnected().addCallback(lambda _: self._lost(proto)).addErrback(
             lambda f: log.failure("noting a lost Redis connection failed", f))
 
-    def _lost(self, proto: Any) -> None:
+    def _lost(self, proto: RedisConnection) -> None:
         if proto is not self.proto:
             return
         self.proto = None
@@ -281,7 +324,7 @@ class RedisLink(service.Service):
                          url=str(self.url), effect=self.effect)
 
     # -- use -----------------------------------------------------------------------
-    def send(self, *args: Any) -> Deferred:
+    def send(self, *args: RedisArg) -> Deferred[Any]:
         """One command; fails at once with ``unavailable`` while there is
         no connection, and with ``unavailable`` too when the connection is
         lost before the answer (Redis stopped, or the node shutting down):
@@ -297,11 +340,11 @@ class RedisLink(service.Service):
             return fail(e)
         return d.addErrback(self._lost_mid_command)
 
-    def _lost_mid_command(self, failure: Any) -> Any:
+    def _lost_mid_command(self, failure: Failure) -> None:
         failure.trap(txredisapi.ConnectionError)
         raise self.unavailable(failure.getErrorMessage())
 
-    def health(self, **extra: Any) -> dict[str, Any]:
+    def health(self, **extra: object) -> dict[str, Any]:
         """``{"up", "kind", "server", **extra}``, and while down ``down_for``
         and ``error``."""
         report: dict[str, Any] = {"up": self.connected, "kind": "redis",
@@ -314,4 +357,5 @@ class RedisLink(service.Service):
         return report
 
 
-__all__ = ["DEFAULT_PORT", "RedisLink", "RedisUrl", "parse_redis_url", "redis_endpoint"]
+__all__ = ["DEFAULT_PORT", "RedisArg", "RedisConnection", "RedisLink", "RedisUrl",
+           "hash_pairs", "parse_redis_url", "redis_endpoint", "run_script"]

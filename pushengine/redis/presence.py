@@ -8,9 +8,10 @@ from typing import Any
 
 from twisted.application import service
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 
 from pushengine.api.presence import PresenceUnavailable, encode_entry
-from pushengine.redis.link import RedisLink
+from pushengine.redis.link import RedisArg, RedisLink, RedisUrl, hash_pairs
 
 
 class RedisPresenceStore(service.MultiService):
@@ -25,8 +26,8 @@ class RedisPresenceStore(service.MultiService):
 
     kind = "redis"
 
-    def __init__(self, reactor: Any, url: Any, node_id: str, ttl: float = 30.0,
-                 endpoint: Any = None) -> None:
+    def __init__(self, reactor: IReactorTime, url: str | RedisUrl, node_id: str,
+                 ttl: float = 30.0, endpoint: IStreamClientEndpoint | None = None) -> None:
         super().__init__()
         self.clock = reactor
         self.link = RedisLink(reactor, url, PresenceUnavailable, endpoint=endpoint)
@@ -41,7 +42,7 @@ class RedisPresenceStore(service.MultiService):
         """Fires once connected (tests)."""
         return self.link.whenReady()
 
-    def _send(self, *args: Any) -> Deferred:
+    def _send(self, *args: RedisArg) -> Deferred[Any]:
         return self.link.send(*args)
 
     def key(self, room: str) -> str:
@@ -62,11 +63,10 @@ class RedisPresenceStore(service.MultiService):
         """Fire with ``{node: [users]}`` of the fresh fields of ``room``."""
         self.reads += 1
 
-        def fresh(flat: Any) -> dict[str, list]:
-            pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2])
+        def fresh(reply: dict[str, str] | list[str]) -> dict[str, list]:
             oldest = self.clock.seconds() - self.ttl
             out = {}
-            for node, raw in pairs:
+            for node, raw in hash_pairs(reply):
                 try:
                     when, users = json.loads(raw)
                 except (TypeError, ValueError):

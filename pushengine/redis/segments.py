@@ -8,17 +8,19 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any
+from typing import Any, cast
 
 from twisted.application import service
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, FirstError, gatherResults, succeed
+from twisted.internet.interfaces import IReactorThreads, IReactorTime, IStreamClientEndpoint
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
-from pushengine.redis.link import RedisLink, RedisUrl, parse_redis_url
+from pushengine.redis.link import RedisArg, RedisLink, RedisUrl, hash_pairs, parse_redis_url
 from pushengine.segments.store import (
-    IN_FLIGHT, POLL_INTERVAL, UPLOAD_TTL, SegmentStore, SegmentsUnavailable, _unavailable,
-    text)
+    IN_FLIGHT, POLL_INTERVAL, UPLOAD_TTL, Digests, DigestGroups, SegmentStore,
+    SegmentsUnavailable, _unavailable, text)
 
 log = Logger()
 
@@ -83,18 +85,18 @@ class RedisUpload:
         self.slots.acquire()
         with self.idle:
             self.outstanding += 1
-        self.store.reactor.callFromThread(self._send_chunk, chunk, True)
+        self.store.threads.callFromThread(self._send_chunk, chunk, True)
 
     def _send_chunk(self, chunk: list[bytes], slot: bool) -> None:
         d = self.store.send("SADD", self.key, *chunk)
 
-        def added(n: Any) -> Any:
+        def added(n: str | int) -> Deferred[Any]:
             self.added += int(n)
             return self.store.send("EXPIRE", self.key, UPLOAD_TTL)
         d.addCallback(added)
         d.addBoth(self._answered, slot)
 
-    def _answered(self, result: Any, slot: bool) -> None:
+    def _answered(self, result: object, slot: bool) -> None:
         error = getattr(result, "value", None)
         if error is not None and self.error is None:
             self.error = error if isinstance(error, SegmentsUnavailable) else \
@@ -115,7 +117,7 @@ class RedisUpload:
             raise self.error
         return self.added
 
-    def commit(self, meta: dict) -> Deferred:
+    def commit(self, meta: dict[str, Any]) -> Deferred:
         s = self.store
         d = s.send("EVAL", COMMIT, 4, self.key, f"{s.prefix}segment:{self.name}",
                    s.meta_key, s.versions_key, self.name, json.dumps(meta))
@@ -130,10 +132,12 @@ class RedisUpload:
 class RedisSegments(SegmentStore, service.MultiService):
     kind = "redis"
 
-    def __init__(self, reactor: Any, url: str | RedisUrl, endpoint: Any = None) -> None:
+    def __init__(self, reactor: IReactorTime, url: str | RedisUrl,
+                 endpoint: IStreamClientEndpoint | None = None) -> None:
         SegmentStore.__init__(self)
         service.MultiService.__init__(self)
         self.reactor = reactor
+        self.threads = cast(IReactorThreads, reactor)   # uploads are read in a thread
         self.url = parse_redis_url(url) if isinstance(url, str) else url
         # an upload's chunks are large: a longer reply timeout than the URL's
         self.link = RedisLink(reactor, self.url, _unavailable, endpoint=endpoint,
@@ -158,7 +162,7 @@ class RedisSegments(SegmentStore, service.MultiService):
         return super().stopService()
 
     # -- changes made by other nodes ---------------------------------------------
-    def changed_here(self, name: str, version: Any) -> None:
+    def changed_here(self, name: str, version: str | int | None) -> None:
         """This node uploaded or deleted ``name``: note its new version (so
         that the poll does not report it again) and tell the listeners."""
         if self.seen is not None and version:
@@ -175,15 +179,14 @@ class RedisSegments(SegmentStore, service.MultiService):
         at the next tick."""
         d = self.send("HGETALL", self.versions_key)
 
-        def read(flat: Any) -> None:
-            items = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2])
-            versions = {text(k): int(v) for k, v in items}
+        def read(reply: dict[str, str] | list[str]) -> None:
+            versions = {text(k): int(v) for k, v in hash_pairs(reply)}
             seen, self.seen = self.seen or {}, versions
             for name in sorted(set(seen) | set(versions)):
                 if seen.get(name) != versions.get(name):
                     self.changed(name)
 
-        def failed(f: Any) -> None:
+        def failed(f: Failure) -> None:
             if not f.check(SegmentsUnavailable):
                 log.failure("reading segment versions failed", f)
         return d.addCallbacks(read, failed)
@@ -192,20 +195,16 @@ class RedisSegments(SegmentStore, service.MultiService):
         """Fires once connected (tests)."""
         return self.link.whenReady()
 
-    def send(self, *args: Any) -> Deferred:
+    def send(self, *args: RedisArg) -> Deferred[Any]:
         return self.link.send(*args)
 
     def begin(self, name: str) -> RedisUpload:
         return RedisUpload(self, name)
 
     def list(self) -> Deferred:
-        def decode(flat: Any) -> list[dict]:
-            if isinstance(flat, dict):
-                items = flat.items()
-            else:
-                items = zip(flat[::2], flat[1::2])
+        def decode(reply: dict[str, str] | list[str]) -> list[dict[str, Any]]:
             out = []
-            for name, value in items:
+            for name, value in hash_pairs(reply):
                 try:
                     meta = json.loads(value)
                 except (TypeError, ValueError):
@@ -218,19 +217,19 @@ class RedisSegments(SegmentStore, service.MultiService):
         d = self.send("EVAL", DELETE, 3, f"{self.prefix}segment:{name}", self.meta_key,
                       self.versions_key, name)
 
-        def deleted(version: Any) -> bool:
+        def deleted(version: str | int) -> bool:
             if int(version):
                 self.changed_here(name, version)
             return bool(int(version))
         return d.addCallback(deleted)
 
-    def segments_of(self, digests: list[bytes]) -> Deferred:
+    def segments_of(self, digests: Digests) -> Deferred:
         if not digests:
             return succeed([])
         d = self.send("EVAL", MEMBER_OF, 1, self.meta_key, f"{self.prefix}segment:", *digests)
         return d.addCallback(lambda names: sorted(names or []))
 
-    def members(self, name: str, groups: list[list[bytes]]) -> Deferred:
+    def members(self, name: str, groups: DigestGroups) -> Deferred:
         """For each group of a session's digests: is one in the segment?
         One SMISMEMBER per MEMBERS_CHUNK digests, all sent at once."""
         flat = [d for group in groups for d in group]
@@ -238,16 +237,18 @@ class RedisSegments(SegmentStore, service.MultiService):
         chunks = [self.send("SMISMEMBER", key, *flat[i:i + MEMBERS_CHUNK])
                   for i in range(0, len(flat), MEMBERS_CHUNK)]
 
-        def regroup(answers: list) -> list[bool]:
+        def regroup(answers: list[list[str]]) -> list[bool]:
             hits = [int(a) == 1 for answer in answers for a in answer]
             out, at = [], 0
             for group in groups:
                 out.append(any(hits[at:at + len(group)]))
                 at += len(group)
             return out
-        from twisted.internet.defer import FirstError, gatherResults
-        return gatherResults(chunks, consumeErrors=True).addCallback(regroup).addErrback(
-            lambda f: f.value.subFailure if f.check(FirstError) else f)
 
-    def health(self) -> dict:
+        def first_error(f: Failure) -> Failure:
+            return f.value.subFailure if isinstance(f.value, FirstError) else f
+        return gatherResults(chunks, consumeErrors=True).addCallback(regroup).addErrback(
+            first_error)
+
+    def health(self) -> dict[str, Any]:
         return {"kind": "redis", "up": self.link.connected, "error": self.link.error}

@@ -41,7 +41,7 @@ import io
 import itertools
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, BinaryIO, Callable
+from typing import IO, Any, BinaryIO, Callable, Iterator, Protocol, cast
 
 from pushengine.segments.phones import normalize_phone
 
@@ -52,6 +52,16 @@ COLUMNS = ("phone", "email")
 HASHES = {"sha256": 64, "md5": 32}
 _EMAIL = re.compile(r"[^@\s\"',;<>]+@[^@\s\"',;<>]+\.[^@\s\"',;<>.]+")
 _HEX = re.compile(r"[0-9a-f]+")
+
+
+class DigestSink(Protocol):
+    """Where the reader hands the digests (an upload of a segment store)."""
+
+    def add(self, chunk: list[bytes]) -> None:
+        """Take a chunk of digests (called from the reader's thread)."""
+
+    def total(self) -> int:
+        """How many distinct digests it holds, once every chunk is in."""
 
 
 @dataclass
@@ -177,8 +187,8 @@ class _Batches:
     by a line feed, or a line beyond the csv field limit. From the first
     such block on, ``rest()`` hands the remaining lines to ``csv.reader``."""
 
-    def __init__(self, text: Any, phone_col: int | None, email_col: int | None,
-                 hex_len: int | None, counts: Counts, sink: Any, chunk: int,
+    def __init__(self, text: IO[str], phone_col: int | None, email_col: int | None,
+                 hex_len: int | None, counts: Counts, sink: DigestSink, chunk: int,
                  progress: Callable[[int], None] | None) -> None:
         self.text = text
         self.phone_col, self.email_col, self.hex_len = phone_col, email_col, hex_len
@@ -248,7 +258,7 @@ class _Batches:
             if self.progress is not None:
                 self.progress(counts.rows)
 
-    def rest(self) -> Any:
+    def rest(self) -> Iterator[str]:
         """The lines the fast path left, then the rest of the file, as lines
         for ``csv.reader``."""
         if self.done:
@@ -258,7 +268,7 @@ class _Batches:
         return itertools.chain(head, self.text)
 
 
-def read_segment(stream: BinaryIO, sink: Any, *,
+def read_segment(stream: BinaryIO, sink: DigestSink, *,
                  hashed: str | None = None, minimum: int = 100,
                  progress: Callable[[int], None] | None = None,
                  chunk: int = CHUNK) -> Counts:
@@ -268,7 +278,10 @@ def read_segment(stream: BinaryIO, sink: Any, *,
     Raises SegmentError; on success returns the counts."""
     if hashed is not None and hashed not in HASHES:
         raise SegmentError("bad_request", f"hashed must be one of {', '.join(HASHES)}")
-    buffered = stream if hasattr(stream, "peek") else io.BufferedReader(stream, SNIFF)
+    # a stream that can peek, or one made so (BufferedReader takes any
+    # readable binary stream, whatever its declared raw type)
+    buffered = cast(io.BufferedReader, stream) if hasattr(stream, "peek") \
+        else io.BufferedReader(cast(io.RawIOBase, stream), SNIFF)
     encoding = detect_encoding(buffered.peek(SNIFF)[:SNIFF])
     text = io.TextIOWrapper(buffered, encoding=encoding, newline="")
     counts = Counts()
@@ -299,11 +312,11 @@ def read_segment(stream: BinaryIO, sink: Any, *,
                     else:
                         counts.invalid += 1
                     continue
-                value = normalize_phone(cell) if is_phone else normalize_email(cell)
-                if value is None:
+                normal = normalize_phone(cell) if is_phone else normalize_email(cell)
+                if normal is None:
                     counts.invalid += 1
                 else:
-                    pending.append(hashlib.sha256(value.encode()).digest())
+                    pending.append(hashlib.sha256(normal.encode()).digest())
             if len(pending) >= chunk:
                 valid_total += len(pending)
                 sink.add(pending)

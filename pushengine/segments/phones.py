@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Callable
 
 import phonenumbers
-from phonenumbers import PhoneMetadata
+from phonenumbers import PhoneMetadata, PhoneNumberDesc
 from phonenumbers.phonenumberutil import COUNTRY_CODE_TO_REGION_CODE
 
 _STRIP = str.maketrans("", "", " +-()\t\u00a0")
@@ -26,11 +27,15 @@ _TYPES = ("mobile", "fixed_line", "premium_rate", "toll_free", "shared_cost", "v
           "personal_number", "pager", "uan", "voicemail")
 
 
+# nsn -> truthy when valid (a bound fullmatch: a match or None)
+Validator = Callable[[str], object]
+
+
 def _never(nsn: str) -> bool:
     return False
 
 
-def _desc_matches(desc, length: int) -> str | None:
+def _desc_matches(desc: PhoneNumberDesc | None, length: int) -> str | None:
     """The pattern of a number description for numbers of ``length`` digits
     (None: no number of that length can match it)."""
     if desc is None or not desc.national_number_pattern:
@@ -50,7 +55,9 @@ class _Region:
         """The regex (for fullmatch) of the national numbers of ``length``
         digits whose type the library finds (not UNKNOWN); None: none."""
         meta = self.meta
-        general = _desc_matches(meta.general_desc, length) if meta is not None else None
+        if meta is None:
+            return None
+        general = _desc_matches(meta.general_desc, length)
         if general is None:
             return None
         kinds = []
@@ -65,7 +72,7 @@ class _Region:
         # the general description and one of the types, in one regex
         return f"(?=(?:{general})$)(?:{'|'.join(kinds)})"
 
-    def valid(self, length: int):
+    def valid(self, length: int) -> Validator:
         """A function nsn -> truthy when the library's number type is not
         UNKNOWN: the bound fullmatch itself (a match or None)."""
         pattern = self.pattern(length)
@@ -91,11 +98,11 @@ def _fast_codes() -> dict[str, tuple[str, ...]]:
 _CODES = _fast_codes()
 
 
-def _prefixes() -> dict[str, tuple[int, str, tuple[str, ...], dict]]:
+def _prefixes() -> dict[str, tuple[int, str, tuple[str, ...], dict[int, Validator]]]:
     """The first three digits -> (length of the country code, the code, its
     regions, its validators by total length): one look-up per number
     instead of up to three slices and look-ups."""
-    table = {}
+    table: dict[str, tuple[int, str, tuple[str, ...], dict[int, Validator]]] = {}
     for n in range(1000):
         head = f"{n:03d}"
         for size in (1, 2, 3):
@@ -119,10 +126,10 @@ def _slow(digits: str) -> str | None:
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)[1:]
 
 
-_VALIDATORS: dict[tuple[str, int], object] = {}
+_VALIDATORS: dict[tuple[str, int], Validator] = {}
 
 
-def _validator(code: str, regions: tuple[str, ...], length: int):
+def _validator(code: str, regions: tuple[str, ...], length: int) -> Validator:
     """nsn -> bool for national numbers of ``length`` digits after country
     code ``code``: the library's region choice, then its type check."""
     if len(regions) == 1:
@@ -131,9 +138,10 @@ def _validator(code: str, regions: tuple[str, ...], length: int):
     # last: a region with leading digits decides alone for the numbers
     # that start with them; one without is tried, then the next
     found = "(?!)"
-    for r in reversed([r for r in map(_region, regions) if r.meta is not None]):
+    known = [(r, r.meta) for r in map(_region, regions) if r.meta is not None]
+    for r, meta in reversed(known):
         mine = r.pattern(length) or "(?!)"
-        lead = r.meta.leading_digits
+        lead = meta.leading_digits
         if lead:
             found = f"(?:(?={lead})(?:{mine})|(?!{lead})(?:{found}))"
         else:

@@ -28,7 +28,7 @@ SegmentsUnavailable.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Callable
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
@@ -41,6 +41,11 @@ POLL_INTERVAL = 1.0      # seconds between two reads of the segments' versions
 IN_FLIGHT = 4            # SADD chunks sent and not answered yet, per upload
 UPLOAD_TTL = 3600        # seconds a half-written upload may linger in Redis
 
+# a session's digests, and several sessions' (the class's ``list`` method
+# would shadow the builtin in its own annotations)
+Digests = list[bytes]
+DigestGroups = list[list[bytes]]
+
 
 class SegmentsUnavailable(Exception):
     """The segment store cannot be reached (Redis down)."""
@@ -50,7 +55,7 @@ def _unavailable(why: str) -> SegmentsUnavailable:
     return SegmentsUnavailable(f"segments are unavailable: {why}")
 
 
-def valid_name(name: Any) -> bool:
+def valid_name(name: object) -> bool:
     """A segment name views can name (``views.operators.audience``)."""
     return valid_segment_name(name)
 
@@ -87,7 +92,7 @@ class SegmentStore:
     kind = "none"
 
     def __init__(self) -> None:
-        self.listeners: list[Any] = []
+        self.listeners: list[Callable[[str], object]] = []
 
     def changed(self, name: str) -> None:
         for listener in list(self.listeners):
@@ -118,15 +123,15 @@ class MemorySegments(SegmentStore):
             self.changed(name)
         return succeed(found)
 
-    def segments_of(self, digests: list[bytes]) -> Deferred:
+    def segments_of(self, digests: Digests) -> Deferred:
         if not digests:
             return succeed([])
         return succeed(sorted(n for n, s in self.sets.items()
                               if any(d in s for d in digests)))
 
-    def members(self, name: str, groups: list[list[bytes]]) -> Deferred:
+    def members(self, name: str, groups: DigestGroups) -> Deferred:
         """For each group of a session's digests: is one in the segment?"""
-        found = self.sets.get(name, ())
+        found = self.sets.get(name, set())
         return succeed([any(d in found for d in group) for group in groups])
 
     def health(self) -> dict:
@@ -135,7 +140,7 @@ class MemorySegments(SegmentStore):
 
 # KEYS: upload set, segment set, metadata hash, versions hash; ARGV: name,
 # metadata JSON -> the segment's new version
-def text(value: Any) -> str:
+def text(value: object) -> str:
     """A Redis reply as text."""
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Sequence
+from typing import Any, Hashable, Protocol, Sequence, cast
 from urllib.parse import urlencode
 
 from twisted.internet.defer import Deferred, fail, succeed
@@ -28,8 +28,10 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine.core import strictjson
-from pushengine.core.changes import DELETE
+from pushengine.core.changes import DELETE, Change
+from pushengine.memcache.interface import Cache
 from pushengine.memcache.tagged import TaggedCache
+from pushengine.views.spec import ViewSpec
 
 log = Logger()
 
@@ -39,7 +41,23 @@ class StoreError(Exception):
     objects."""
 
 
-def _scalar(value: Any) -> str:
+class Response(Protocol):
+    """What the store reads of a treq response."""
+
+    code: int
+
+    def content(self) -> Deferred[bytes]: ...
+
+
+class HttpClient(Protocol):
+    """What the store needs of a treq client (the ``treq`` module, or a
+    ``treq.HTTPClient``): ``get`` fires with a Response (Deferred being
+    invariant, treq's own response class would not fit a narrower type)."""
+
+    def get(self, url: str) -> Deferred[Any]: ...
+
+
+def _scalar(value: object) -> str:
     if isinstance(value, str):
         return value
     if value is None or isinstance(value, (bool, int, float)):
@@ -82,9 +100,9 @@ class HttpStore:
 
     def __init__(
         self,
-        treq_client: Any,
+        treq_client: HttpClient,
         url: str,
-        cache: Any = None,
+        cache: Cache | None = None,
         clock: IReactorTime | None = None,
         ttl: int = 5,
         timeout: float = 30.0,
@@ -94,10 +112,11 @@ class HttpStore:
         """``keep``: types whose objects are kept here from the feed and read
         by id (``get``), e.g. the User profiles; views still ask the backend."""
         if clock is None:
-            from twisted.internet import reactor as clock  # the running reactor
+            from twisted.internet import reactor  # the running reactor
+            clock = cast(IReactorTime, reactor)
         self.treq = treq_client
         self.url = url
-        self.clock = clock
+        self.clock: IReactorTime = clock
         self.ttl = ttl
         self.timeout = timeout
         self.tagged = (
@@ -105,22 +124,22 @@ class HttpStore:
             if cache is not None
             else None
         )
-        self._pending: dict[str, list[Deferred]] = {}
+        self._pending: dict[str, list[Deferred[list[dict]]]] = {}
         self.requests = 0  # backend requests sent (tests, metrics)
         self.keep = frozenset(keep)
-        self.objects: dict[str, dict[Any, dict]] = {}
+        self.objects: dict[str, dict[Hashable, dict]] = {}
 
     def _url(self, query: str) -> str:
         return f"{self.url}{'&' if '?' in self.url else '?'}{query}"
 
-    def query(self, view: Any, params: dict[str, Any], limit: int) -> Deferred:
+    def query(self, view: ViewSpec, params: dict[str, Any], limit: int) -> Deferred[list[dict]]:
         """Fire with the view's objects from the backend (a fresh list per
         caller), or fail with StoreError."""
         try:
             query = encode_query(view.name, params or {}, limit)
         except (ValueError, TypeError) as e:
             return fail(StoreError(str(e)))
-        waiter: Deferred = Deferred()
+        waiter: Deferred[list[dict]] = Deferred()
         waiting = self._pending.get(query)
         if waiting is not None:
             waiting.append(waiter)
@@ -130,7 +149,7 @@ class HttpStore:
         d.addBoth(self._deliver, query)
         return waiter
 
-    def _deliver(self, result: Any, query: str) -> None:
+    def _deliver(self, result: list[dict] | Failure, query: str) -> None:
         for waiter in self._pending.pop(query, []):
             if isinstance(result, Failure):
                 waiter.errback(result)
@@ -155,7 +174,7 @@ class HttpStore:
         try:
             request = self.treq.get(url)
             request.addTimeout(self.timeout, self.clock)
-            response = await request
+            response: Response = await request
             body = await response.content()
         except Exception as e:
             log.warn("store request {url} failed: {e}", url=url, e=e)
@@ -172,7 +191,7 @@ class HttpStore:
             return succeed(None)
         return self.tagged.invalidate(f"view:{view_name}")
 
-    def apply_changes(self, changes: Sequence[Any]) -> None:
+    def apply_changes(self, changes: Sequence[Change]) -> None:
         """The backend sees changes itself; only the objects of the kept
         types are kept here."""
         if not self.keep:
@@ -185,7 +204,7 @@ class HttpStore:
                 else:
                     by_id[c.id] = c.obj
 
-    def get(self, type_: str, id_: Any) -> dict | None:
+    def get(self, type_: str, id_: Hashable) -> dict | None:
         """A kept object by type and id, or None."""
         return self.objects.get(type_, {}).get(id_)
 

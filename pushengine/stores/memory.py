@@ -21,18 +21,18 @@ from __future__ import annotations
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 from twisted.internet.defer import Deferred, fail, succeed
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 from pushengine.core.changes import (
     UPSERT, Change, MalformedChange, changes_from_json, decode_json)
 from pushengine.stores.scan import MAX_CHUNK, MIN_CHUNK, Scan, first
-from pushengine.views.operators import StoreIndex
+from pushengine.views.operators import Move, StoreIndex
 from pushengine.views.operators.eq import FieldIndex
 from pushengine.views.operators.near import GeoIndex
-from pushengine.views.spec import BoundView
+from pushengine.views.spec import BoundView, ViewSpec
 from pushengine.views.values import sort_key
 
 SMALL = 2_000            # candidates answered at once
@@ -48,7 +48,7 @@ class MemoryStore:
                  answer_max: int = ANSWER_MAX, slice_seconds: float = SLICE_SECONDS,
                  slice_objects: int = SLICE_OBJECTS, slice_delay: float = 0.0) -> None:
         self.id_fields = id_fields or {}
-        self.objects: dict[str, dict[Any, dict]] = {}
+        self.objects: dict[str, dict[Hashable, dict]] = {}
         self.clock = clock
         self.small = small
         self.answer_max = answer_max
@@ -59,19 +59,20 @@ class MemoryStore:
         # type -> index key -> the index: every index an operator asked for
         # (views/operators: a field's values for eq/in, a grid for near, an
         # LSH for similar), kept up to date with every change
-        self.type_indexes: dict[str, dict[Any, StoreIndex]] = {}
+        self.type_indexes: dict[str, dict[Hashable, StoreIndex]] = {}
         self._scans: deque[Scan] = deque()
         self._scanning: dict[str, set[Scan]] = {}
         # type -> id(bucket) -> (bucket, its objects): copies taken for scans
         self._snapshots: dict[str, dict[int, tuple[dict, list[dict]]]] = {}
-        self._call: Any = None
+        self._call: IDelayedCall | None = None
         # what the slicing did, for tests and benchmarks
         self.turns = 0
         self.examined = 0
         self.max_turn = 0
 
     # -- indexes ---------------------------------------------------------------
-    def add_index(self, type_: str, key: Any, make: Callable[[], StoreIndex]) -> StoreIndex:
+    def add_index(self, type_: str, key: Hashable,
+                  make: Callable[[], StoreIndex]) -> StoreIndex:
         """Keep the index ``make()`` over ``type_`` objects under ``key``
         (filled from the objects stored so far), unless there is one."""
         indexes = self.type_indexes.setdefault(type_, {})
@@ -86,38 +87,40 @@ class MemoryStore:
     def index_fields(self, type_: str, fields: Iterable[str]) -> None:
         """Keep an equality index on ``fields`` of ``type_`` objects."""
         for field in fields:
-            self.add_index(type_, ("field", field), lambda field=field: FieldIndex(field))
+            self.add_index(type_, ("field", field), _field_index(field))
 
     def index_geo(self, type_: str) -> None:
         """Keep a grid of ``type_`` objects by their ``lat``/``lon``."""
         self.add_index(type_, "geo", GeoIndex)
 
-    def index_views(self, specs: Iterable[Any]) -> None:
+    def index_views(self, specs: Iterable[ViewSpec]) -> None:
         """The indexes the views' operators ask for: the values of every
         field an equality (``eq``/``in``) takes a parameter for, the grid
         for ``near``, the LSH of a ``similar`` field."""
         for spec in specs:
             for c in spec.conditions:
-                if c.op.wants_store_index(c):
-                    key, make = c.op.store_index(c)
+                wanted = c.op.store_index(c) if c.op.wants_store_index(c) else None
+                if wanted is not None:
+                    key, make = wanted
                     self.add_index(spec.type, key, make)
 
     @property
-    def indexes(self) -> dict[tuple[str, str], dict[Any, dict[Any, dict]]]:
+    def indexes(self) -> dict[tuple[str, str], dict[Hashable, dict[Hashable, dict]]]:
         """(type, field) -> value key -> id -> object: the equality indexes."""
-        return {(t, key[1]): index.buckets for t, found in self.type_indexes.items()
-                for key, index in found.items() if isinstance(index, FieldIndex)}
+        return {(t, index.field): index.buckets for t, found in self.type_indexes.items()
+                for index in found.values() if isinstance(index, FieldIndex)}
 
     @property
     def grids(self) -> dict[str, GeoIndex]:
         """type -> the grid of its objects (``near``)."""
-        return {t: found["geo"] for t, found in self.type_indexes.items() if "geo" in found}
+        return {t: grid for t, found in self.type_indexes.items()
+                if isinstance(grid := found.get("geo"), GeoIndex)}
 
     # -- changes ---------------------------------------------------------------
     def apply_changes(self, changes: Sequence[Change]) -> None:
         # the moves of indexed types, handed to their indexes at the end (in
         # order), so that an index may work on a batch at once
-        moves: dict[str, list[tuple[Any, dict | None, dict | None]]] = {}
+        moves: dict[str, list[Move]] = {}
         type_indexes = self.type_indexes
         for c in changes:
             type_ = c.type
@@ -142,7 +145,7 @@ class MemoryStore:
                 index.move_many(found)
 
     # -- answers ---------------------------------------------------------------
-    def query(self, view: Any, params: dict[str, Any], limit: int) -> Deferred:
+    def query(self, view: ViewSpec, params: dict[str, Any], limit: int) -> Deferred[list[dict]]:
         """Fire with the objects matching ``view`` under ``params``, in view
         order (the first ``answer_max`` of them, or ``limit`` if more): at
         once from a small candidate set, else after slices."""
@@ -174,7 +177,7 @@ class MemoryStore:
         self._schedule()
         return scan.deferred
 
-    def promised(self, view: Any, limit: int) -> int:
+    def promised(self, view: ViewSpec, limit: int) -> int:
         """How many objects an answer holds when there are as many matches:
         an answer this long may have stopped short of every match."""
         return max(self.answer_max, limit, getattr(view, "limit_max", 0))
@@ -188,7 +191,7 @@ class MemoryStore:
             found = copies[id(bucket)] = (bucket, list(bucket.values()))
         return found[1]
 
-    def _candidates(self, view: Any, values: dict[str, Any]) -> list[dict] | None:
+    def _candidates(self, view: ViewSpec, values: dict[str, Any]) -> list[dict] | None:
         """The buckets of the index that narrows ``view`` most, or None."""
         best: list[dict] | None = None
         best_size = 0
@@ -209,7 +212,7 @@ class MemoryStore:
 
     # -- slices ----------------------------------------------------------------
     def _schedule(self) -> None:
-        if self._call is None and self._scans:
+        if self._call is None and self._scans and self.clock is not None:
             self._call = self.clock.callLater(self.slice_delay, self._turn)
 
     def _turn(self) -> None:
@@ -268,7 +271,7 @@ class MemoryStore:
         return len(self._scans)
 
     # -- the rest ----------------------------------------------------------------
-    def get(self, type_: str, id_: Any) -> dict | None:
+    def get(self, type_: str, id_: Hashable) -> dict | None:
         return self.objects.get(type_, {}).get(id_)
 
     def __len__(self) -> int:
@@ -295,6 +298,10 @@ class MemoryStore:
                 self.apply_changes(changes)
                 count += len(changes)
         return count
+
+
+def _field_index(field: str) -> Callable[[], StoreIndex]:
+    return lambda: FieldIndex(field)
 
 
 def _key_function(order_field: str, id_field: str,

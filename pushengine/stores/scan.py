@@ -6,7 +6,7 @@ per reactor turn, so that a subscription never holds the reactor for long.
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, Callable
+from typing import Callable, Hashable
 
 from twisted.internet.defer import Deferred
 
@@ -31,8 +31,8 @@ class Scan:
                  "reverse", "keep", "hits", "boundary", "changed", "deferred", "chunk")
 
     def __init__(self, type_: str, id_field: str, sources: list[dict],
-                 snapshot: Callable[[str, dict], list], match: Callable, key: Callable,
-                 reverse: bool, keep: int) -> None:
+                 snapshot: Callable[[str, dict], list[dict]], match: Callable[[dict], bool],
+                 key: Callable[[dict], tuple], reverse: bool, keep: int) -> None:
         self.type = type_
         self.id_field = id_field
         self.sources = sources[::-1]   # popped from the end
@@ -44,9 +44,9 @@ class Scan:
         self.reverse = reverse
         self.keep = keep
         self.hits: list[dict] = []
-        self.boundary: Any = None
-        self.changed: set = set()      # ids changed in the store since the start
-        self.deferred: Deferred = Deferred()
+        self.boundary: tuple | None = None
+        self.changed: set[Hashable] = set()  # ids changed in the store since the start
+        self.deferred: Deferred[list[dict]] = Deferred()
         self.chunk = FIRST_CHUNK       # objects per step, adapted to their cost
 
     def step(self, count: int) -> int:
@@ -85,7 +85,7 @@ class Scan:
     def done(self) -> bool:
         return self.pos >= len(self.objects) and not self.sources
 
-    def answer(self, current: dict[Any, dict]) -> list[dict]:
+    def answer(self, current: dict[Hashable, dict]) -> list[dict]:
         """The answer, with the store's own copy of every object changed
         since the snapshot (``current``: the type's objects now)."""
         hits, match, key = self.hits, self.match, self.key

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import random
 import time as _time
-from typing import Any
 from urllib.parse import quote
 
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from pushengine.core.changes import DELETE, UPSERT, Change
+from pushengine.core.interfaces import ChangeFeed
 
 log = Logger()
 
@@ -59,7 +60,7 @@ def user_object(user_id: int, name: str) -> dict:
 class DemoProducer:
     """Call ``tick()`` a few times a second (a TimerService does)."""
 
-    def __init__(self, clock: Any, feed: Any, seed: int | None = None,
+    def __init__(self, clock: IReactorTime, feed: ChangeFeed, seed: int | None = None,
                  live_target: int = 12, ended_keep: int = 40) -> None:
         self.clock = clock
         self.feed = feed

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 from urllib.parse import quote, urlsplit
 
 BLOCK = 256 * 1024
@@ -27,7 +27,7 @@ BLOCK = 256 * 1024
 class Progress:
     """A file object for http.client that draws a bar as it is read."""
 
-    def __init__(self, f: BinaryIO, size: int, out: Any, show: bool) -> None:
+    def __init__(self, f: BinaryIO, size: int, out: IO[str], show: bool) -> None:
         self.f, self.size, self.out, self.show = f, size, out, show
         self.sent = 0
         self.started = time.monotonic()
@@ -61,7 +61,7 @@ def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, s
     return cls(parts.hostname, parts.port, timeout=timeout), parts.path.rstrip("/")
 
 
-def request(args: Any, method: str, path: str, body: Any = None,
+def request(args: argparse.Namespace, method: str, path: str, body: Progress | None = None,
             size: int | None = None) -> tuple[int, Any]:
     conn, base = _connection(args.url, args.timeout)
     headers = {"accept": "application/json"}
@@ -80,7 +80,8 @@ def request(args: Any, method: str, path: str, body: Any = None,
             "utf-8", "replace")}}
 
 
-def main(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
+def main(argv: list[str] | None = None, out: IO[str] | None = None,
+         err: IO[str] | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     parser = argparse.ArgumentParser(prog="pushengine-segment", description=__doc__.split(
         "\n\n")[0])

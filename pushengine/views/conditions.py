@@ -10,7 +10,7 @@ or the session's user (``$session.user``), which a client can never supply.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pushengine.views.operators import (  # noqa: F401 - the names this module always had
     OPERATORS, ROLES, SESSION_USER, Condition, ParamError, Predicate, Ref,
@@ -20,11 +20,14 @@ from pushengine.views.operators.in_ import MAX_IN_VALUES  # noqa: F401
 from pushengine.views.operators.visible_to import is_private, visible_to  # noqa: F401
 from pushengine.views.operators.audience import untargeted
 
+if TYPE_CHECKING:
+    from pushengine.views.spec import ViewSpec
+
 # the field operators of the first release (the registry may hold more)
 FIELD_OPERATORS = ("in", "ne", "gt", "gte", "lt", "lte", "has_word")
 
 
-def parse_where(where: Any, view: str) -> list[Condition]:
+def parse_where(where: object, view: str) -> list[Condition]:
     if where is None:
         return []
     if not isinstance(where, dict):
@@ -50,7 +53,7 @@ def parse_where(where: Any, view: str) -> list[Condition]:
     return conditions
 
 
-def check_param(name: str, role: str, value: Any) -> Any:
+def check_param(name: str, role: str, value: object) -> object:
     """Validate one parameter for the role it plays; return the value to bind."""
     return ROLES[role].check(name, role, value)
 
@@ -113,7 +116,7 @@ def check_order(order_field: str, conditions: list[Condition], view: str) -> Non
             f"{view}: order {order_field} needs exactly one {' or '.join(owners)} condition")
 
 
-def link_operators(specs: list[Any]) -> None:
+def link_operators(specs: list[ViewSpec]) -> None:
     """Let each operator see all its uses in the views file (``similar``
     chooses one LSH banding per shared index)."""
     uses: dict[str, list[tuple[str, Condition]]] = {}

@@ -13,7 +13,7 @@ greedy, so of a chain A ~ B ~ C where A and C differ, A and C are shown.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
 from pushengine.views.operators.similar import parse_settings
 from pushengine.views.similarity import Shingler, jaccard, shingler
@@ -25,11 +25,11 @@ class DistinctSpec:
     threshold: float
     shingler: Shingler
 
-    def tokens(self, obj: dict) -> frozenset:
+    def tokens(self, obj: dict) -> frozenset[str]:
         text = obj.get(self.field)
         return self.shingler.tokens(text) if isinstance(text, str) else frozenset()
 
-    def duplicate(self, tokens: frozenset, shown: list[frozenset]) -> bool:
+    def duplicate(self, tokens: frozenset[str], shown: list[frozenset[str]]) -> bool:
         """Whether ``tokens`` is that similar to one of ``shown``."""
         if not tokens:
             return False
@@ -44,7 +44,7 @@ class DistinctSpec:
     def first(self, objects: Iterable[dict], limit: int) -> tuple[list[dict], int]:
         """The first ``limit`` objects shown, and how many were looked at."""
         shown: list[dict] = []
-        shown_tokens: list[frozenset] = []
+        shown_tokens: list[frozenset[str]] = []
         seen = 0
         for obj in objects:
             if len(shown) >= limit:
@@ -58,7 +58,7 @@ class DistinctSpec:
         return shown, seen
 
 
-def parse_distinct(value: Any, view: str) -> DistinctSpec | None:
+def parse_distinct(value: object, view: str) -> DistinctSpec | None:
     if value is None:
         return None
     field, threshold, shingle, stem = parse_settings(

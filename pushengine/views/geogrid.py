@@ -6,7 +6,7 @@ touches instead of scanning every object of the type.
 from __future__ import annotations
 
 from math import asin, cos, degrees, floor, pi, radians, sin
-from typing import Any
+from typing import Hashable, Literal, TypeGuard
 
 from pushengine.views.geo import EARTH_RADIUS_KM
 
@@ -14,7 +14,12 @@ GEO_MAX_CELLS = 4_000    # a wider circle scans the whole type instead
 GEO_MARGIN = 0.01        # degrees added around a circle's bounding box
 
 
-def number(value: Any) -> bool:
+# a one-degree cell (latitude, longitude), or "odd": numbers outside the globe
+Cell = tuple[int, int] | Literal["odd"]
+
+
+def number(value: object) -> TypeGuard[int | float]:
+    """A JSON number (not a boolean)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -24,11 +29,11 @@ class GeoGrid:
     numbers outside the globe's ranges are kept aside and always candidates."""
 
     def __init__(self) -> None:
-        self.cells: dict[tuple[int, int], dict[Any, dict]] = {}
-        self.odd: dict[Any, dict] = {}
+        self.cells: dict[tuple[int, int], dict[Hashable, dict]] = {}
+        self.odd: dict[Hashable, dict] = {}
 
     @staticmethod
-    def cell(obj: dict) -> Any:
+    def cell(obj: dict) -> Cell | None:
         lat, lon = obj.get("lat"), obj.get("lon")
         if not (number(lat) and number(lon)):
             return None
@@ -39,24 +44,22 @@ class GeoGrid:
             pass
         return "odd"
 
-    def _bucket(self, cell: Any, create: bool) -> dict | None:
-        if cell == "odd":
-            return self.odd
-        return self.cells.setdefault(cell, {}) if create else self.cells.get(cell)
-
-    def move(self, id_: Any, old: dict | None, new: dict | None) -> None:
+    def move(self, id_: Hashable, old: dict | None, new: dict | None) -> None:
         was = self.cell(old) if old is not None else None
         now = self.cell(new) if new is not None else None
         if was is not None and was != now:
-            bucket = self._bucket(was, False)
-            if bucket is not None:
-                bucket.pop(id_, None)
-                if not bucket and bucket is not self.odd:
-                    del self.cells[was]
-        if now is not None:
-            self._bucket(now, True)[id_] = new
+            if was == "odd":
+                self.odd.pop(id_, None)
+            else:
+                bucket = self.cells.get(was)
+                if bucket is not None:
+                    bucket.pop(id_, None)
+                    if not bucket:
+                        del self.cells[was]
+        if now is not None and new is not None:
+            (self.odd if now == "odd" else self.cells.setdefault(now, {}))[id_] = new
 
-    def buckets(self, lat: float, lon: float, km: float) -> list[dict] | None:
+    def buckets(self, lat: float, lon: float, km: float) -> list[dict[Hashable, dict]] | None:
         """The buckets (id -> object) holding every object that may lie
         within ``km`` of (lat, lon); None when the circle is too wide for the
         grid to help."""

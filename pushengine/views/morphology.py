@@ -14,11 +14,11 @@ import snowballstemmer
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CYRILLIC = re.compile(r"[а-яё]")
-_morph = None
+_morph: pymorphy3.MorphAnalyzer | None = None
 _english = snowballstemmer.stemmer("english")
 
 
-def _analyzer():
+def _analyzer() -> pymorphy3.MorphAnalyzer:
     global _morph
     if _morph is None:
         _morph = pymorphy3.MorphAnalyzer()

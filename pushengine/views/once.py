@@ -27,11 +27,14 @@ remembered locally, so it never shows one twice by itself.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Hashable, Protocol
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+
+if TYPE_CHECKING:
+    from pushengine.views.query import Query
 
 log = Logger()
 
@@ -41,8 +44,19 @@ DEFAULT_TTL = 30 * 86400.0      # a user's filter lives 30 days after its last w
 MAX_REFUSED = 10_000            # ids remembered as refused per instance (the filter knows all)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+class SeenBackend(Protocol):
+    """What a seen filter needs of a Bloom backend (pushengine.bloom):
+    ``insert``, a test-and-set of many items."""
+
+    def insert(self, key: str, items: list[str], *, capacity: int, error: float,
+               ttl: float | None) -> Deferred[list[int]]:
+        """Add ``items`` to the filter ``key`` (made with ``capacity`` and
+        ``error`` when new, living ``ttl`` seconds after its last write);
+        fire with 1 for each item that was not there, else 0."""
 
 
 class MemorySeen:
@@ -53,8 +67,10 @@ class MemorySeen:
     def __init__(self) -> None:
         self.keys: dict[str, set[str]] = {}
 
-    def insert(self, key: str, items: list[str], **_: Any) -> Deferred:
-        """Add ``items`` to ``key``; fire with 1 for each that was new, else 0."""
+    def insert(self, key: str, items: list[str], *, capacity: int = 0, error: float = 0.0,
+               ttl: float | None = None) -> Deferred[list[int]]:
+        """Add ``items`` to ``key``; fire with 1 for each that was new, else 0
+        (exact: the filter settings do not matter)."""
         held = self.keys.setdefault(key, set())
         flags = []
         for item in items:
@@ -67,7 +83,7 @@ class SeenFilter:
     """The objects each user was shown, per once-per-user view: one scalable
     Bloom filter per (view, user) in ``bloom`` (a pushengine.bloom backend)."""
 
-    def __init__(self, bloom: Any, capacity: int = DEFAULT_CAPACITY,
+    def __init__(self, bloom: SeenBackend, capacity: int = DEFAULT_CAPACITY,
                  error: float = DEFAULT_ERROR, ttl: float | None = DEFAULT_TTL,
                  prefix: str = "seen") -> None:
         self.bloom = bloom
@@ -78,10 +94,10 @@ class SeenFilter:
         self.counters = {"asked": 0, "admitted": 0, "refused": 0, "failed_open": 0}
         self._last_warning: float | None = None
 
-    def key(self, view: str, user: Any) -> str:
+    def key(self, view: str, user: object) -> str:
         return f"{self.prefix}:{view}:{_text(user)}"
 
-    def admit(self, view: str, user: Any, ids: list[Any]) -> Deferred:
+    def admit(self, view: str, user: object, ids: list[Hashable]) -> Deferred[list[bool]]:
         """Mark ``ids`` seen by ``user`` in ``view``; fire with one flag per
         id: True where it was not seen before (it may enter). Never fails:
         when the filter cannot answer every flag is True (fail open)."""
@@ -89,7 +105,7 @@ class SeenFilter:
         d = self.bloom.insert(self.key(view, user), [_text(i) for i in ids],
                               capacity=self.capacity, error=self.error, ttl=self.ttl)
 
-        def answered(results: list) -> list[bool]:
+        def answered(results: list[int]) -> list[bool]:
             flags = [r != 0 for r in results]          # an error element: fail open
             flags += [True] * (len(ids) - len(flags))  # nothing after it was added
             admitted = sum(flags)
@@ -116,9 +132,9 @@ class SeenFilter:
 class Gate:
     """The once-per-user gate of one live query (one user's instance)."""
 
-    def __init__(self, seen: SeenFilter, view: str, user: Any,
-                 on_late: Callable[[Any, Any], None],
-                 on_wait: Callable[[Any, Any, bool], None] | None = None) -> None:
+    def __init__(self, seen: SeenFilter, view: str, user: object,
+                 on_late: Callable[[Query, Hashable], None],
+                 on_wait: Callable[[Query, Hashable, bool], None] | None = None) -> None:
         """``on_late(query, id)`` is called after an object entered the query
         outside a change (the filter answered later); ``on_wait(query, id,
         waiting)`` when an answer about ``id`` starts and stops being awaited
@@ -128,16 +144,16 @@ class Gate:
         self.user = user
         self.on_late = on_late
         self.on_wait = on_wait or (lambda query, id_, waiting: None)
-        self.refused: dict[Any, None] = {}     # insertion-ordered, bounded
-        self.pending: dict[Any, dict | None] = {}
+        self.refused: dict[Hashable, None] = {}     # insertion-ordered, bounded
+        self.pending: dict[Hashable, dict | None] = {}
         self.closed = False
 
-    def _refuse(self, id_: Any) -> None:
+    def _refuse(self, id_: Hashable) -> None:
         self.refused[id_] = None
         if len(self.refused) > MAX_REFUSED:
             del self.refused[next(iter(self.refused))]
 
-    def enters(self, query: Any, id_: Any, obj: dict | None) -> bool:
+    def enters(self, query: Query, id_: Hashable, obj: dict | None) -> bool:
         """May ``id_`` enter ``query`` now? ``obj`` is its state when it
         matches, None when it does not (a pending answer then does nothing)."""
         if id_ in self.pending:
@@ -145,7 +161,7 @@ class Gate:
             return False
         if obj is None or id_ in self.refused:
             return False
-        answer: list = []
+        answer: list[list[bool]] = []
         d = self.seen.admit(self.view, self.user, [id_])
         d.addCallback(answer.append)
         if answer:                             # the in-process filter answers at once
@@ -158,7 +174,7 @@ class Gate:
         d.addCallback(lambda _: self._answered(query, id_, answer[0][0]))
         return False
 
-    def _answered(self, query: Any, id_: Any, admitted: bool) -> None:
+    def _answered(self, query: Query, id_: Hashable, admitted: bool) -> None:
         obj = self.pending.pop(id_, None)
         if self.closed:
             return
@@ -169,14 +185,14 @@ class Gate:
         if query.admit_late(id_, obj):
             self.on_late(query, id_)
 
-    def left(self, id_: Any) -> None:
+    def left(self, id_: Hashable) -> None:
         """``id_`` left the query: it never enters again."""
         if id_ in self.pending:
             self.pending[id_] = None
         else:
             self._refuse(id_)
 
-    def screen(self, objects: list, query: Any) -> Any:
+    def screen(self, objects: list[dict], query: Query) -> list[dict] | Deferred[list[dict]]:
         """A store's answer without the objects the user has seen (those
         already in the query stay); the others are marked seen. A list, or
         a Deferred of one when the filter answers later."""
@@ -191,7 +207,7 @@ class Gate:
                 ask.append(id_)
         ask = list(dict.fromkeys(ask))
 
-        def keep(flags: list[bool]) -> list:
+        def keep(flags: list[bool]) -> list[dict]:
             for id_, ok in zip(ask, flags):
                 if ok:
                     inside.add(id_)

@@ -9,7 +9,7 @@ O(log n) per change and window.
 from __future__ import annotations
 
 from itertools import islice
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Union
 
 from sortedcontainers import SortedList
 
@@ -17,6 +17,13 @@ from pushengine.core.strictjson import identical
 from pushengine.views.spec import BoundView
 from pushengine.views.values import Descending, sort_key
 from pushengine.views.window import Window
+
+if TYPE_CHECKING:
+    from pushengine.views.once import Gate
+
+# an object's place in the view order: (order value, id, id), reversed for a
+# descending order
+SortKey = Union[tuple[tuple[int, object], tuple[int, object], Hashable], Descending]
 
 
 class Query:
@@ -29,11 +36,11 @@ class Query:
         self.id_field = bound.spec.id_field
         self.order_field = bound.spec.order_field
         self.descending = bound.spec.descending
-        self.objects: dict[Any, dict] = {}
-        self.keys: dict[Any, Any] = {}
+        self.objects: dict[Hashable, dict] = {}
+        self.keys: dict[Hashable, SortKey] = {}
         self.sorted = SortedList()
         self.windows: dict[int, Window] = {}
-        self.touched: set | None = None   # ids changed while loading
+        self.touched: set[Hashable] | None = None   # ids changed while loading
         # The store's answer may stop short of every match (it promises the
         # first ``limit`` at least). Then only the objects that sort up to the
         # answer's last one (``boundary``) are known to be the true first
@@ -41,25 +48,26 @@ class Query:
         # than the largest window's limit are left before the boundary
         # (deleted, or updated to sort after it), ``on_short(self)`` is
         # called so that the registry reads the query again.
-        self.boundary: Any = None
-        self.on_short: Any = None
+        self.boundary: SortKey | None = None
+        self.on_short: Callable[[Query], None] | None = None
         # once_per_user views: who may enter (pushengine.views.once.Gate)
-        self.gate: Any = None
+        self.gate: Gate | None = None
 
     # -- order -------------------------------------------------------------
-    def _key(self, id_: Any, obj: dict) -> Any:
+    def _key(self, id_: Hashable, obj: dict) -> SortKey:
         key = (sort_key(obj.get(self.order_field)), sort_key(id_), id_)
         return Descending(key) if self.descending else key
 
     @staticmethod
-    def _id(key: Any) -> Any:
+    def _id(key: SortKey) -> Hashable:
         return (key.key if isinstance(key, Descending) else key)[2]
 
     def _at(self, index: int) -> dict:
         return self.objects[self._id(self.sorted[index])]
 
     def top(self, limit: int) -> list[dict]:
-        return [self.objects[self._id(k)] for k in self.sorted.islice(0, limit)]
+        objects, id_ = self.objects, self._id
+        return [objects[id_(k)] for k in self.sorted.islice(0, limit)]
 
     def __len__(self) -> int:
         return len(self.sorted)
@@ -75,12 +83,12 @@ class Query:
         self.windows.pop(limit, None)
 
     # -- loading -----------------------------------------------------------
-    def load(self, objects: Iterable[tuple[Any, dict]]) -> None:
+    def load(self, objects: Iterable[tuple[Hashable, dict]]) -> None:
         """Fill from the store; no events (nobody has seen a state yet). The
         first copy of an id wins; the keys go into the sorted set at once (an
         answer in view order costs one pass, not a search per object)."""
         match, have, decorate = self.match, self.objects, self.decorate
-        fresh: dict[Any, dict] = {}
+        fresh: dict[Hashable, dict] = {}
         for id_, obj in objects:
             if id_ not in have and id_ not in fresh and match(obj):
                 fresh[id_] = obj if decorate is None else decorate(obj)
@@ -92,7 +100,7 @@ class Query:
         self.keys.update(zip(fresh, keys))
         self.sorted.update(keys)
 
-    def replace(self, objects: Iterable[tuple[Any, dict]]) -> list[Window]:
+    def replace(self, objects: Iterable[tuple[Hashable, dict]]) -> list[Window]:
         """Rebuild from a fresh store answer; return windows whose state changed."""
         before = {limit: w.state() for limit, w in self.windows.items()}
         self.objects.clear()
@@ -103,7 +111,7 @@ class Query:
         return [w for limit, w in self.windows.items() if w.state() != before[limit]]
 
     # -- changes -----------------------------------------------------------
-    def upsert(self, id_: Any, obj: dict) -> None:
+    def upsert(self, id_: Hashable, obj: dict) -> None:
         old = self.objects.get(id_)
         if self.decorate is None:
             if old is not None and old == obj and identical(old, obj):
@@ -127,7 +135,7 @@ class Query:
         if self.boundary is not None and old is not None:
             self._check_short()
 
-    def admit_late(self, id_: Any, obj: dict) -> bool:
+    def admit_late(self, id_: Hashable, obj: dict) -> bool:
         """A once-per-user gate let ``id_`` in after the change that brought
         it (its filter answered later): enter now if it still matches."""
         if id_ in self.objects or not self.match(obj):
@@ -135,7 +143,7 @@ class Query:
         self._upsert(id_, obj if self.decorate is None else self.decorate(obj), None, True)
         return True
 
-    def _upsert(self, id_: Any, obj: dict, old: dict | None, matches: bool) -> None:
+    def _upsert(self, id_: Hashable, obj: dict, old: dict | None, matches: bool) -> None:
         old_pos = None
         if old is not None:
             old_key = self.keys.pop(id_)
@@ -151,12 +159,12 @@ class Query:
             new_pos = self.sorted.index(key)
         size = len(self.sorted)
         for limit, w in self.windows.items():
-            was_in = old_pos is not None and old_pos < limit
+            was = old if old_pos is not None and old_pos < limit else None
             now_in = new_pos is not None and new_pos < limit
-            if was_in and now_in:
-                w.updated(obj, old)
-            elif was_in:
-                w.deleted(old)
+            if was is not None and now_in:
+                w.updated(obj, was)
+            elif was is not None:
+                w.deleted(was)
                 if size >= limit:
                     w.inserted(self._at(limit - 1))
             elif now_in:
@@ -164,7 +172,7 @@ class Query:
                     w.deleted(self._at(limit))
                 w.inserted(obj)
 
-    def mark_partial(self, last_id: Any, last: dict) -> None:
+    def mark_partial(self, last_id: Hashable, last: dict) -> None:
         """The store's answer ended with ``last`` and may have had more."""
         self.boundary = self._key(last_id, last if self.decorate is None else self.decorate(last))
 
@@ -181,7 +189,7 @@ class Query:
         if self.on_short is not None and self.windows and self.short_of(max(self.windows)):
             self.on_short(self)
 
-    def delete(self, id_: Any) -> None:
+    def delete(self, id_: Hashable) -> None:
         old = self.objects.pop(id_, None)
         if self.gate is not None:
             self.gate.left(id_)
@@ -193,7 +201,7 @@ class Query:
             if self.boundary is not None:
                 self._check_short()
 
-    def _delete(self, id_: Any, old: dict) -> None:
+    def _delete(self, id_: Hashable, old: dict) -> None:
         key = self.keys.pop(id_)
         pos = self.sorted.index(key)
         self.sorted.remove(key)
@@ -215,6 +223,8 @@ class DistinctQuery(Query):
 
     def __init__(self, bound: BoundView) -> None:
         super().__init__(bound)
+        if bound.spec.distinct is None:
+            raise ValueError(f"{bound.spec.name} has no distinct option")
         self.distinct = bound.spec.distinct
         self.told: dict[int, list[dict]] = {}   # per window: the state it last told
 
@@ -248,7 +258,7 @@ class DistinctQuery(Query):
             else self.sorted.bisect_right(self.boundary)
         return max(base, 2 * known if self.short_of(base) else known)
 
-    def _upsert(self, id_: Any, obj: dict, old: dict | None, matches: bool) -> None:
+    def _upsert(self, id_: Hashable, obj: dict, old: dict | None, matches: bool) -> None:
         if old is not None:
             self.sorted.remove(self.keys.pop(id_))
             del self.objects[id_]
@@ -259,11 +269,11 @@ class DistinctQuery(Query):
             self.sorted.add(key)
         self._tell()
 
-    def _delete(self, id_: Any, old: dict) -> None:
+    def _delete(self, id_: Hashable, old: dict) -> None:
         self.sorted.remove(self.keys.pop(id_))
         self._tell()
 
-    def replace(self, objects: Iterable[tuple[Any, dict]]) -> list[Window]:
+    def replace(self, objects: Iterable[tuple[Hashable, dict]]) -> list[Window]:
         changed = super().replace(objects)
         for limit in self.windows:
             self.told[limit] = self.top(limit)

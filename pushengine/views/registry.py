@@ -8,12 +8,14 @@ per-user views cost a dictionary look-up per change, not a scan.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Callable, Hashable, Iterable
 
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from pushengine.core.changes import UPSERT, Change
+from pushengine.core.interfaces import ObjectStore
 from pushengine.views.once import Gate, MemorySeen, SeenFilter
 from pushengine.views.query import Query, make_query
 from pushengine.views.spec import ALL, BoundView, Catalog, IndexRule
@@ -28,14 +30,14 @@ class SpecIndex:
     def __init__(self, rule: IndexRule | None) -> None:
         self.rule = rule
         self.every: set[Query] = set()
-        self.buckets: dict[Any, set[Query]] = {}
+        self.buckets: dict[Hashable, set[Query]] = {}
 
-    def add(self, query: Query, keys: set | None) -> None:
+    def add(self, query: Query, keys: set[Hashable] | None) -> None:
         self.every.add(query)
         for k in keys or ():
             self.buckets.setdefault(k, set()).add(query)
 
-    def remove(self, query: Query, keys: set | None) -> None:
+    def remove(self, query: Query, keys: set[Hashable] | None) -> None:
         self.every.discard(query)
         for k in keys or ():
             bucket = self.buckets.get(k)
@@ -59,8 +61,8 @@ class SpecIndex:
 
 
 class ViewRegistry:
-    def __init__(self, catalog: Catalog, store: Any,
-                 schedule: Callable[[Callable[[], None]], Any] | None = None,
+    def __init__(self, catalog: Catalog, store: ObjectStore,
+                 schedule: Callable[[Callable[[], None]], object] | None = None,
                  seen: SeenFilter | None = None) -> None:
         """``schedule(f)`` runs ``f`` soon, outside the change being applied
         (the engine passes ``clock.callLater(0, f)``); it re-reads queries that
@@ -74,13 +76,13 @@ class ViewRegistry:
         self.refills = 0
         self.queries: dict[str, Query] = {}
         self.indexes = {name: SpecIndex(spec.index) for name, spec in catalog.views.items()}
-        self.holders: dict[tuple[str, Any], set[Query]] = {}
-        self._loading: dict[str, Deferred] = {}
+        self.holders: dict[tuple[str, Hashable], set[Query]] = {}
+        self._loading: dict[str, Deferred[Query]] = {}
         # once_per_user views: the users' seen filters (pushengine.views.once);
         # the node's are on its Bloom backend; without one, an in-process
         # exact record (views.once.MemorySeen) is made when first needed
-        self.seen: Any = seen
-        self.awaiting: dict[tuple[str, Any], set[Query]] = {}  # gates asking about an object
+        self.seen = seen
+        self.awaiting: dict[tuple[str, Hashable], set[Query]] = {}  # gates asking about an object
 
     # -- lifecycle of queries and windows -----------------------------------
     def open(self, bound: BoundView) -> Deferred:
@@ -94,7 +96,7 @@ class ViewRegistry:
         pending = self._loading.get(bound.query_key)
         if pending is None:
             pending = self._start_loading(bound)
-        done: Deferred = Deferred()
+        done: Deferred[Window] = Deferred()
 
         def loaded(query: Query) -> Query:
             if query.short_of(bound.limit):     # a distinct view hid too many
@@ -103,7 +105,7 @@ class ViewRegistry:
                 done.callback(query.window(bound.limit, bound.key))
             return query
 
-        def failed(f):
+        def failed(f: Failure) -> None:
             done.errback(f)
             return None
         pending.addCallbacks(loaded, failed)
@@ -115,7 +117,7 @@ class ViewRegistry:
         size = query.read_size(bound.limit)
         d = self._read(query, size)
 
-        def read(objects: list) -> Any:
+        def read(objects: list[dict]) -> Deferred[Window] | Window:
             if self.queries.get(query.key) is not query:
                 return self.open(bound)          # forgotten meanwhile: start afresh
             if self._replaced(objects, query, size):
@@ -131,22 +133,23 @@ class ViewRegistry:
             query.gate = self._gate(bound)
         self.queries[query.key] = query
         self.indexes[bound.spec.name].add(query, bound.index_keys())
-        query.touched = set()
-        chain: Deferred = Deferred()
+        touched: set[Hashable] = set()
+        query.touched = touched
+        chain: Deferred[Query] = Deferred()
         self._loading[query.key] = chain
 
         def loaded(objects: list[dict]) -> None:
             del self._loading[query.key]
             id_field = bound.spec.id_field
             query.load((o.get(id_field), o) for o in objects
-                       if isinstance(o, dict) and o.get(id_field) not in query.touched)
+                       if isinstance(o, dict) and o.get(id_field) not in touched)
             query.touched = None
             self._note_partial(query, objects, bound.limit)
             for id_ in query.objects:
                 self.holders.setdefault((bound.spec.type, id_), set()).add(query)
             chain.callback(query)
 
-        def failed(f):
+        def failed(f: Failure) -> None:
             self._loading.pop(query.key, None)
             self._forget(query)
             log.failure("initial state of {key} failed", f, key=query.key)
@@ -164,14 +167,14 @@ class ViewRegistry:
             d.addCallback(query.gate.screen, query)
         return d
 
-    def _gate(self, bound: BoundView) -> Any:
+    def _gate(self, bound: BoundView) -> Gate:
         from pushengine.views.conditions import SESSION_USER
         if self.seen is None:
             self.seen = SeenFilter(MemorySeen())
         return Gate(self.seen, bound.spec.name, bound.values.get(SESSION_USER), self._late,
                     self._wait)
 
-    def _wait(self, query: Query, id_: Any, waiting: bool) -> None:
+    def _wait(self, query: Query, id_: Hashable, waiting: bool) -> None:
         """A gate awaits (or no longer awaits) the filter about ``id_``: its
         changes reach the query meanwhile, even a delete."""
         ident = (query.bound.spec.type, id_)
@@ -184,7 +187,7 @@ class ViewRegistry:
                 if not queries:
                     del self.awaiting[ident]
 
-    def _late(self, query: Query, id_: Any) -> None:
+    def _late(self, query: Query, id_: Hashable) -> None:
         """An object entered ``query`` after its change (a gate answered later)."""
         if self.queries.get(query.key) is not query:
             return
@@ -234,7 +237,7 @@ class ViewRegistry:
             # (older) answer: the change it just saw is newer
             for key in self._loading:
                 query = self.queries[key]
-                if query.bound.spec.type == change.type:
+                if query.bound.spec.type == change.type and query.touched is not None:
                     query.touched.add(change.id)
         for query in candidates:
             if change.action == UPSERT:
@@ -253,7 +256,7 @@ class ViewRegistry:
     def reload(self) -> Deferred:
         """Re-read every query from the store (after a feed gap) and reset the
         windows whose state changed. Fires with the number of windows reset."""
-        work = []
+        work: list[Deferred[int]] = []
         for query in list(self.queries.values()):
             if query.key in self._loading:
                 continue
@@ -263,7 +266,7 @@ class ViewRegistry:
             work.append(d)
         return gatherResults(work, consumeErrors=True).addCallback(sum)
 
-    def _note_partial(self, query: Query, objects: list, limit: int) -> None:
+    def _note_partial(self, query: Query, objects: list[dict], limit: int) -> None:
         """An answer as long as the store's promise may hold only the first
         matches: the query asks again when it runs short (Query.boundary)."""
         promise = getattr(self.store, "promised", None)
@@ -290,12 +293,12 @@ class ViewRegistry:
         size = query.read_size()
         d = self._read(query, size)
 
-        def done(objects: list) -> None:
+        def done(objects: list[dict]) -> None:
             self._refilling.discard(query.key)
             if self._replaced(objects, query, size):
                 self.on_reset()
 
-        def failed(f) -> None:
+        def failed(f: Failure) -> None:
             self._refilling.discard(query.key)
             log.failure("re-reading {key} after it ran short failed", f, key=query.key)
         d.addCallbacks(done, failed)

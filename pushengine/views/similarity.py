@@ -17,10 +17,11 @@ are *candidates* when one band is equal in both, which happens with
 probability 1 - (1 - J^rows)^bands. A ``Scheme`` fixes those numbers and
 computes signatures for many texts at once with numpy (the same values
 datasketch's ``MinHash.update_batch`` gives; tests/core/test_similarity.py
-checks it), each band reduced to one 64-bit integer (``band_hash``), which
-is also the hash function of the ``MinHashLSH`` index the store keeps
-(``SimilarityIndex``). Every text is hashed on its own: there is no corpus
-dictionary, and a change re-hashes one object.
+checks it), each band reduced to one 64-bit integer (``band_hash``, the
+value datasketch's ``MinHashLSH`` computes with it as its hash function), by
+which the store's LSH index (``SimilarityIndex``) finds candidates. Every
+text is hashed on its own: there is no corpus dictionary, and a change
+re-hashes one object.
 
 A view shows an object only when both hold: it is a candidate of the view's
 text (one band in common) *and* its exact Jaccard similarity reaches the
@@ -38,11 +39,14 @@ from functools import lru_cache
 from itertools import product
 from operator import eq
 from sys import intern
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Generic, Hashable, Iterable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from pushengine.views import morphology
+
+if TYPE_CHECKING:
+    from datasketch import LeanMinHash
 
 # datasketch is imported when the first Scheme is made (a views file with a
 # similar view): it imports scipy, about a second of CPU that a node without
@@ -72,18 +76,22 @@ def words(text: str) -> list[str]:
     return [intern(w.lower()) for w in _WORD.findall(text)]
 
 
-class Cache:
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Cache(Generic[K, V]):
     """A function of one argument with an LRU cache of its results, into
     which a result known otherwise can be put (``remember``): the store's
     index hands the views the tokens and bands of the objects it answers
     with, so that their filters do not compute them again."""
 
-    def __init__(self, compute: Any, size: int) -> None:
+    def __init__(self, compute: Callable[[K], V], size: int) -> None:
         self.compute = compute
         self.size = size
-        self.data: dict = {}
+        self.data: dict[K, V] = {}
 
-    def __call__(self, key: Any) -> Any:
+    def __call__(self, key: K) -> V:
         data = self.data
         try:
             value = data.pop(key)
@@ -94,7 +102,7 @@ class Cache:
         data[key] = value
         return value
 
-    def remember(self, key: Any, value: Any) -> None:
+    def remember(self, key: K, value: V) -> None:
         data = self.data
         if data.pop(key, None) is None and len(data) >= self.size:
             del data[next(iter(data))]
@@ -104,7 +112,7 @@ class Cache:
         self.data.clear()
 
 
-def jaccard(a: frozenset, b: frozenset) -> float:
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     """|A ∩ B| / |A ∪ B| as a double; 0 when either set is empty."""
     if not a or not b:
         return 0.0
@@ -171,7 +179,8 @@ _UINT32 = struct.Struct("<I").unpack_from
 def token_hash(token: str) -> int:
     """datasketch's default 32-bit token hash, ``sha1_hash32``: the first
     four bytes of the SHA-1 of the UTF-8 text, little-endian."""
-    return _UINT32(hashlib.sha1(token.encode("utf-8", "surrogatepass")).digest())[0]
+    value: int = _UINT32(hashlib.sha1(token.encode("utf-8", "surrogatepass")).digest())[0]
+    return value
 
 
 def collision_probability(j: float, bands: int, rows: int) -> float:
@@ -198,7 +207,8 @@ def _fmix32(h: np.ndarray) -> np.ndarray:
     h = h * np.uint32(0x85EBCA6B)
     h = h ^ (h >> np.uint32(13))
     h = h * np.uint32(0xC2B2AE35)
-    return h ^ (h >> np.uint32(16))
+    mixed: np.ndarray = h ^ (h >> np.uint32(16))
+    return mixed
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,7 +246,7 @@ class Scheme:
                 f"num_perm={self.num_perm})")
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[int, bool, int, int, int, int]:
         return (self.shingler.shingle, self.shingler.stem, self.bands, self.rows,
                 self.num_perm, self.seed)
 
@@ -257,17 +267,18 @@ class Scheme:
             if rows:
                 mins = np.minimum.reduceat(self._permuted(hashes), starts, axis=0)
                 out[rows] = mins
-                rows.clear(), starts.clear(), hashes.clear()
+                rows.clear()
+                starts.clear()
+                hashes.clear()
 
         for i, tokens in enumerate(token_sets):
             h = [token_hash(t) for t in tokens]
             if not h:
                 raise ValueError("an empty token set has no signature")
             if len(h) > CHUNK_TOKENS:               # one huge text: in steps
-                sig = None
-                for s in range(0, len(h), CHUNK_TOKENS):
-                    part = self._permuted(h[s:s + CHUNK_TOKENS]).min(axis=0)
-                    sig = part if sig is None else np.minimum(sig, part)
+                sig = self._permuted(h[:CHUNK_TOKENS]).min(axis=0)
+                for s in range(CHUNK_TOKENS, len(h), CHUNK_TOKENS):
+                    sig = np.minimum(sig, self._permuted(h[s:s + CHUNK_TOKENS]).min(axis=0))
                 out[i] = sig
                 continue
             if len(hashes) + len(h) > CHUNK_TOKENS:
@@ -303,7 +314,7 @@ class Scheme:
             h = ((h ^ v) * _BAND_MUL) & _MASK
         return h
 
-    def minhash(self, tokens: Iterable[str]) -> Any:
+    def minhash(self, tokens: Iterable[str]) -> LeanMinHash:
         """A datasketch LeanMinHash of the tokens (the slow, reference way)."""
         from datasketch import LeanMinHash, MinHash
         m = MinHash(num_perm=self.num_perm, seed=self.seed, scheme=SCHEME,
@@ -356,317 +367,292 @@ def shares_band(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 #
 # datasketch's MinHashLSH keeps, per band, a dictionary from a band's hash to
 # a set of keys, and per key the list of its band hashes: about 9 KB per
-# indexed text with 32 bands. The storages below keep the same contents in
-# numpy arrays: each key's bands as one row of a matrix, and per band a sorted
-# array of (hash, row) pairs plus a small dictionary of the pairs added since
-# it was last merged in (about 700 bytes per text). An entry whose row no
-# longer holds that hash (the key was removed or re-indexed) is stale: it is
-# skipped when read and dropped at the next merge.
+# indexed text with 32 bands. The index below keeps the same contents in
+# numpy arrays: each key's bands as one row of a matrix (``BandRows``), and
+# per band a sorted array of (hash, row) pairs plus a small dictionary of the
+# pairs added since it was last merged in (``BandTable``; about 700 bytes per
+# text). An entry whose row no longer holds that hash (the key was removed or
+# re-indexed) is stale: it is skipped when read and dropped at the next merge.
+# It answers datasketch's MinHashLSH calls (insert, query, remove) from the
+# public attributes of a MinHash, and is tested against the stock class; it
+# uses none of datasketch's internals.
 
 MERGE_MIN = 2_048         # pairs added to a band before it is merged into its array
 MERGE_SHARE = 16          # ... or one sixteenth of the rows, when more
 
 
-@lru_cache(maxsize=None)
-def _index_class() -> type:
-    """SimilarityIndex, defined on datasketch's classes once they are imported."""
-    from datasketch import MinHashLSH
-    from datasketch.storage import OrderedStorage, UnorderedStorage
+class MinHashLike(Protocol):
+    """What the index reads of a datasketch ``MinHash`` / ``LeanMinHash``."""
 
-    class _Rows(OrderedStorage):
-        """Each indexed key's band hashes, as a row of a uint64 matrix."""
+    hashvalues: np.ndarray
+    scheme: str
 
-        def __init__(self, bands: int) -> None:
-            self.row_of: dict[Any, int] = {}
-            self.key_of: list[Any] = []
-            self.free: list[int] = []
-            self.matrix = np.zeros((64, bands), dtype=np.uint64)
-            self.alive = np.zeros(64, dtype=bool)
-            # the size of each key's token set (0: unknown), to skip at once
-            # the sets too small or too large to reach a threshold
-            self.sizes = np.zeros(64, dtype=np.uint32)
+    def __len__(self) -> int: ...
 
-        def _row(self, key: Any) -> int:
-            row = self.row_of.get(key)
-            if row is None:
-                if self.free:
-                    row = self.free.pop()
-                    self.key_of[row] = key
-                else:
-                    row = len(self.key_of)
-                    self.key_of.append(key)
-                    if row >= len(self.alive):
-                        self._grow(row + 1)
-                self.row_of[key] = row
-            return row
 
-        def _grow(self, need: int) -> None:
-            size = max(need, 2 * len(self.alive))
-            matrix = np.zeros((size, self.matrix.shape[1]), dtype=np.uint64)
-            matrix[:len(self.matrix)] = self.matrix
-            alive = np.zeros(size, dtype=bool)
-            alive[:len(self.alive)] = self.alive
-            sizes = np.zeros(size, dtype=np.uint32)
-            sizes[:len(self.sizes)] = self.sizes
-            self.matrix, self.alive, self.sizes = matrix, alive, sizes
+class BandRows:
+    """Each indexed key's band hashes, as a row of a uint64 matrix."""
 
-        def put(self, key: Any, bands: Any, size: int = 0) -> int:
-            row = self._row(key)
-            self.matrix[row] = bands
-            self.alive[row] = True
-            self.sizes[row] = size
-            return row
+    def __init__(self, bands: int) -> None:
+        self.row_of: dict[Hashable, int] = {}
+        self.key_of: list[Hashable] = []
+        self.free: list[int] = []
+        self.matrix = np.zeros((64, bands), dtype=np.uint64)
+        self.alive = np.zeros(64, dtype=bool)
+        # the size of each key's token set (0: unknown), to skip at once
+        # the sets too small or too large to reach a threshold
+        self.sizes = np.zeros(64, dtype=np.uint32)
 
-        def put_many(self, keys: Sequence[Any], bands: np.ndarray,
-                     sizes: Sequence[int] | None = None) -> np.ndarray:
-            rows = np.fromiter((self._row(k) for k in keys), dtype=np.int64, count=len(keys))
-            self.matrix[rows] = bands
-            self.alive[rows] = True
-            self.sizes[rows] = 0 if sizes is None else sizes
-            return rows
+    def _row(self, key: Hashable) -> int:
+        row = self.row_of.get(key)
+        if row is None:
+            if self.free:
+                row = self.free.pop()
+                self.key_of[row] = key
+            else:
+                row = len(self.key_of)
+                self.key_of.append(key)
+                if row >= len(self.alive):
+                    self._grow(row + 1)
+            self.row_of[key] = row
+        return row
 
-        # the OrderedStorage interface (datasketch's MinHashLSH uses it)
-        def keys(self):
-            return self.row_of.keys()
+    def _grow(self, need: int) -> None:
+        size = max(need, 2 * len(self.alive))
+        matrix = np.zeros((size, self.matrix.shape[1]), dtype=np.uint64)
+        matrix[:len(self.matrix)] = self.matrix
+        alive = np.zeros(size, dtype=bool)
+        alive[:len(self.alive)] = self.alive
+        sizes = np.zeros(size, dtype=np.uint32)
+        sizes[:len(self.sizes)] = self.sizes
+        self.matrix, self.alive, self.sizes = matrix, alive, sizes
 
-        def get(self, key):
-            row = self.row_of.get(key)
-            return () if row is None else tuple(self.matrix[row].tolist())
+    def put(self, key: Hashable, bands: Sequence[int], size: int = 0) -> int:
+        row = self._row(key)
+        self.matrix[row] = bands
+        self.alive[row] = True
+        self.sizes[row] = size
+        return row
 
-        def insert(self, key, *vals, **kwargs) -> None:
-            self.put(key, vals)
+    def put_many(self, keys: Sequence[Hashable], bands: np.ndarray,
+                 sizes: Sequence[int] | None = None) -> np.ndarray:
+        rows = np.fromiter((self._row(k) for k in keys), dtype=np.int64, count=len(keys))
+        self.matrix[rows] = bands
+        self.alive[rows] = True
+        self.sizes[rows] = 0 if sizes is None else sizes
+        return rows
 
-        def remove(self, *keys, **kwargs) -> None:
-            for key in keys:
-                row = self.row_of.pop(key, None)
-                if row is not None:
-                    self.alive[row] = False
-                    self.key_of[row] = None
-                    self.free.append(row)
+    def bands(self, key: Hashable) -> tuple[int, ...]:
+        """The band hashes ``key`` is indexed under (KeyError: not indexed)."""
+        return tuple(self.matrix[self.row_of[key]].tolist())
 
-        def remove_val(self, key, val, **kwargs) -> None:  # pragma: no cover - unused
-            raise NotImplementedError
+    def remove(self, key: Hashable) -> None:
+        row = self.row_of.pop(key, None)
+        if row is not None:
+            self.alive[row] = False
+            self.key_of[row] = None
+            self.free.append(row)
 
-        def size(self) -> int:
-            return len(self.row_of)
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.row_of
 
-        def itemcounts(self, **kwargs) -> dict:
-            return {k: self.matrix.shape[1] for k in self.row_of}
+    def __len__(self) -> int:
+        return len(self.row_of)
 
-        def has_key(self, key) -> bool:
-            return key in self.row_of
 
-    class _Band(UnorderedStorage):
-        """One band: sorted (hash, row) arrays and the pairs added since."""
+class BandTable:
+    """One band: sorted (hash, row) arrays and the pairs added since."""
 
-        def __init__(self, rows: _Rows, band: int) -> None:
-            self.rows = rows
-            self.band = band
-            self.hashes = np.zeros(0, dtype=np.uint64)
-            self.row_ids = np.zeros(0, dtype=np.int64)
-            self.delta: dict[int, Any] = {}     # hash -> row, or a set of rows
-            self.added = 0
+    def __init__(self, rows: BandRows, band: int) -> None:
+        self.rows = rows
+        self.band = band
+        self.hashes = np.zeros(0, dtype=np.uint64)
+        self.row_ids = np.zeros(0, dtype=np.int64)
+        self.delta: dict[int, int | set[int]] = {}     # hash -> row, or a set of rows
+        self.added = 0
 
-        def add(self, h: int, row: int) -> None:
-            d = self.delta
-            v = d.get(h)
-            if v is None:
-                d[h] = row
-            elif type(v) is set:
-                v.add(row)
-            elif v != row:
-                d[h] = {v, row}
-            self.added += 1
+    def add(self, h: int, row: int) -> None:
+        d = self.delta
+        v = d.get(h)
+        if v is None:
+            d[h] = row
+        elif isinstance(v, set):
+            v.add(row)
+        elif v != row:
+            d[h] = {v, row}
+        self.added += 1
 
-        def discard(self, h: int, row: int) -> None:
-            d = self.delta
-            v = d.get(h)
-            if type(v) is set:
-                v.discard(row)
-                if len(v) == 1:
-                    d[h] = next(iter(v))
-            elif v is not None and v == row:
-                del d[h]
+    def discard(self, h: int, row: int) -> None:
+        d = self.delta
+        v = d.get(h)
+        if isinstance(v, set):
+            v.discard(row)
+            if len(v) == 1:
+                d[h] = next(iter(v))
+        elif v is not None and v == row:
+            del d[h]
 
-        def rows_of(self, h: int, sizes: tuple[int, int] | None = None) -> list[int]:
-            """The live rows whose band has hash ``h`` (and whose token set
-            has a size within ``sizes``, when known)."""
-            found: list[int] = []
-            v = self.delta.get(h)
-            if v is not None:
-                found.extend(v) if type(v) is set else found.append(v)
+    def rows_of(self, h: int, sizes: tuple[int, int] | None = None) -> list[int]:
+        """The live rows whose band has hash ``h`` (and whose token set
+        has a size within ``sizes``, when known)."""
+        found: list[int] = []
+        v = self.delta.get(h)
+        if v is not None:
+            if isinstance(v, set):
+                found.extend(v)
+            else:
+                found.append(v)
+            if sizes is not None:
+                known, (low, high) = self.rows.sizes, sizes
+                found = [r for r in found if not known[r] or low <= known[r] <= high]
+        hashes = self.hashes
+        if len(hashes):
+            key = np.uint64(h)
+            lo = hashes.searchsorted(key, "left")
+            hi = hashes.searchsorted(key, "right")
+            if hi > lo:
+                rows = self.row_ids[lo:hi]
+                keep = (self.rows.matrix[rows, self.band] == key) & self.rows.alive[rows]
                 if sizes is not None:
-                    known, (low, high) = self.rows.sizes, sizes
-                    found = [r for r in found if not known[r] or low <= known[r] <= high]
-            hashes = self.hashes
-            if len(hashes):
-                key = np.uint64(h)
-                lo = hashes.searchsorted(key, "left")
-                hi = hashes.searchsorted(key, "right")
-                if hi > lo:
-                    rows = self.row_ids[lo:hi]
-                    keep = (self.rows.matrix[rows, self.band] == key) & self.rows.alive[rows]
-                    if sizes is not None:
-                        n = self.rows.sizes[rows]
-                        keep &= (n == 0) | ((n >= sizes[0]) & (n <= sizes[1]))
-                    found.extend(rows[keep].tolist())
-            return found
+                    n = self.rows.sizes[rows]
+                    keep &= (n == 0) | ((n >= sizes[0]) & (n <= sizes[1]))
+                found.extend(rows[keep].tolist())
+        return found
 
-        def merge(self, extra_hashes: np.ndarray | None = None,
-                  extra_rows: np.ndarray | None = None) -> None:
-            """Fold the added pairs (and ``extra``) into the sorted arrays,
-            dropping the stale ones."""
-            hs: list[int] = []
-            rs: list[int] = []
-            for h, v in self.delta.items():
-                if type(v) is set:
-                    hs.extend([h] * len(v))
-                    rs.extend(v)
-                else:
-                    hs.append(h)
-                    rs.append(v)
-            parts_h = [self.hashes, np.array(hs, dtype=np.uint64)]
-            parts_r = [self.row_ids, np.array(rs, dtype=np.int64)]
-            if extra_hashes is not None:
-                parts_h.append(extra_hashes)
-                parts_r.append(extra_rows)
-            hashes, row_ids = np.concatenate(parts_h), np.concatenate(parts_r)
-            live = (self.rows.matrix[row_ids, self.band] == hashes) & self.rows.alive[row_ids]
-            hashes, row_ids = hashes[live], row_ids[live]
-            order = np.lexsort((row_ids, hashes))
-            hashes, row_ids = hashes[order], row_ids[order]
-            if len(hashes) > 1:     # a key indexed again under an equal band: once
-                first = np.ones(len(hashes), dtype=bool)
-                first[1:] = (hashes[1:] != hashes[:-1]) | (row_ids[1:] != row_ids[:-1])
-                hashes, row_ids = hashes[first], row_ids[first]
-            self.hashes, self.row_ids = hashes, row_ids
-            self.delta = {}
-            self.added = 0
+    def merge(self, extra_hashes: np.ndarray | None = None,
+              extra_rows: np.ndarray | None = None) -> None:
+        """Fold the added pairs (and ``extra``) into the sorted arrays,
+        dropping the stale ones."""
+        hs: list[int] = []
+        rs: list[int] = []
+        for h, v in self.delta.items():
+            if isinstance(v, set):
+                hs.extend([h] * len(v))
+                rs.extend(v)
+            else:
+                hs.append(h)
+                rs.append(v)
+        parts_h = [self.hashes, np.array(hs, dtype=np.uint64)]
+        parts_r = [self.row_ids, np.array(rs, dtype=np.int64)]
+        if extra_hashes is not None and extra_rows is not None:
+            parts_h.append(extra_hashes)
+            parts_r.append(extra_rows)
+        hashes, row_ids = np.concatenate(parts_h), np.concatenate(parts_r)
+        live = (self.rows.matrix[row_ids, self.band] == hashes) & self.rows.alive[row_ids]
+        hashes, row_ids = hashes[live], row_ids[live]
+        order = np.lexsort((row_ids, hashes))
+        hashes, row_ids = hashes[order], row_ids[order]
+        if len(hashes) > 1:     # a key indexed again under an equal band: once
+            first = np.ones(len(hashes), dtype=bool)
+            first[1:] = (hashes[1:] != hashes[:-1]) | (row_ids[1:] != row_ids[:-1])
+            hashes, row_ids = hashes[first], row_ids[first]
+        self.hashes, self.row_ids = hashes, row_ids
+        self.delta = {}
+        self.added = 0
 
-        # the UnorderedStorage interface (datasketch's MinHashLSH uses it)
-        def keys(self):
-            return set(self.delta) | set(self.hashes.tolist())
 
-        def get(self, key):
-            key_of = self.rows.key_of
-            return list({key_of[r] for r in self.rows_of(key)})
+class SimilarityIndex:
+    """A MinHash LSH index with the banding of a Scheme, band hashes as
+    64-bit integers, and compact storage (above). The engine uses
+    ``insert_bands`` / ``insert_many`` / ``query_bands`` with bands a Scheme
+    computed for many objects at once; ``insert(key, minhash)``,
+    ``query(minhash)`` and ``remove(key)`` answer as datasketch's
+    ``MinHashLSH`` with ``hashfunc=scheme.band_hash`` does."""
 
-        def insert(self, key, *vals, **kwargs) -> None:
-            for val in vals:
-                self.add(key, self.rows.row_of[val])
+    def __init__(self, scheme: Scheme) -> None:
+        self.scheme = scheme
+        self.keys = BandRows(scheme.bands)
+        self.hashtables = [BandTable(self.keys, i) for i in range(scheme.bands)]
+        self._merging: list[BandTable] = []
 
-        def remove(self, *keys, **kwargs) -> None:
-            for key in keys:
-                self.delta.pop(key, None)
+    # -- datasketch's MinHashLSH calls ------------------------------------------------
+    def _minhash_bands(self, minhash: MinHashLike) -> tuple[int, ...]:
+        scheme = self.scheme
+        if len(minhash) != scheme.num_perm:
+            raise ValueError("Expecting minhash with length %d, got %d"
+                             % (scheme.num_perm, len(minhash)))
+        if getattr(minhash, "scheme", SCHEME) != SCHEME:
+            raise ValueError(f"the index takes MinHashes of scheme {SCHEME!r}, "
+                             f"not {minhash.scheme!r}")
+        values = np.asarray(minhash.hashvalues, dtype=np.uint32)[None, :]
+        return scheme.band_keys(values)[0]
 
-        def remove_val(self, key, val, **kwargs) -> None:
-            row = self.rows.row_of.get(val)
-            if row is not None:
-                self.discard(key, row)
+    def insert(self, key: Hashable, minhash: MinHashLike) -> None:
+        """Index ``key`` under the bands of ``minhash`` (ValueError: ``key``
+        is indexed already)."""
+        if key in self.keys:
+            raise ValueError("The given key already exists")
+        self.insert_bands(key, self._minhash_bands(minhash))
 
-        def size(self) -> int:
-            return len(self.delta) + len(self.hashes)
+    def query(self, minhash: MinHashLike) -> list[Hashable]:
+        """The keys sharing a band with ``minhash``."""
+        return list(self.query_bands(self._minhash_bands(minhash)))
 
-        def itemcounts(self, **kwargs) -> dict:
-            counts: dict[int, int] = {}
-            for h in self.keys():
-                counts[h] = len(self.get(h))
-            return counts
+    def remove(self, key: Hashable) -> None:
+        """Remove ``key`` (ValueError: it is not indexed)."""
+        if key not in self.keys:
+            raise ValueError("The given key does not exist")
+        self.discard(key)
 
-        def has_key(self, key) -> bool:
-            return bool(self.rows_of(key))
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.keys
 
-    class SimilarityIndex(MinHashLSH):
-        """datasketch's MinHashLSH with the banding of a Scheme, band hashes
-        as 64-bit integers, and compact storage (above). ``insert(key,
-        LeanMinHash)``, ``query`` and ``remove`` work as in datasketch; the
-        engine uses ``insert_bands`` / ``insert_many`` / ``query_bands``
-        with bands a Scheme computed for many objects at once."""
+    # -- the engine's calls -----------------------------------------------------------
+    def insert_bands(self, key: Hashable, bands: Sequence[int], size: int = 0) -> None:
+        """Index ``key`` under precomputed bands (replacing what it had);
+        ``size``: of its token set, if known."""
+        if key in self.keys.row_of:
+            self.discard(key)
+        row = self.keys.put(key, bands, size)
+        for h, table in zip(bands, self.hashtables):
+            table.add(h, row)
+        self._maybe_merge()
 
-        def __init__(self, scheme: Scheme) -> None:
-            super().__init__(num_perm=scheme.num_perm, params=(scheme.bands, scheme.rows),
-                             hashfunc=scheme.band_hash)
-            self.scheme = scheme
-            self.keys = _Rows(self.b)
-            self.hashtables = [_Band(self.keys, i) for i in range(self.b)]
-            self._merging: list[_Band] = []
-
-        def _insert(self, key, minhash, check_duplication=True, buffer=False):
-            super()._insert(key, minhash, check_duplication, buffer)
-            self._maybe_merge()
-
-        def insert_bands(self, key: Any, bands: Sequence[int], size: int = 0) -> None:
-            """Index ``key`` under precomputed bands (replacing what it had);
-            ``size``: of its token set, if known."""
+    def insert_many(self, keys: Sequence[Hashable], bands: np.ndarray,
+                    sizes: Sequence[int] | None = None) -> None:
+        """Index many keys at once (``bands``: a row per key); merged into
+        the sorted arrays directly."""
+        for key in keys:
             if key in self.keys.row_of:
                 self.discard(key)
-            row = self.keys.put(key, bands, size)
-            for h, table in zip(bands, self.hashtables):    # table.add, inlined
-                d = table.delta
-                v = d.get(h)
-                if v is None:
-                    d[h] = row
-                elif type(v) is set:
-                    v.add(row)
-                elif v != row:
-                    d[h] = {v, row}
-                table.added += 1
-            self._maybe_merge()
+        rows = self.keys.put_many(keys, bands, sizes)
+        for i, table in enumerate(self.hashtables):
+            table.merge(bands[:, i].copy(), rows)
+        self._merging = []
 
-        def insert_many(self, keys: Sequence[Any], bands: np.ndarray,
-                        sizes: Sequence[int] | None = None) -> None:
-            """Index many keys at once (``bands``: a row per key); merged into
-            the sorted arrays directly."""
-            for key in keys:
-                if key in self.keys.row_of:
-                    self.discard(key)
-            rows = self.keys.put_many(keys, bands, sizes)
-            for i, table in enumerate(self.hashtables):
-                table.merge(bands[:, i].copy(), rows)
-            self._merging = []
+    def discard(self, key: Hashable) -> None:
+        """Remove ``key`` if it is indexed."""
+        rows = self.keys
+        row = rows.row_of.get(key)
+        if row is None:
+            return
+        for h, table in zip(rows.matrix[row].tolist(), self.hashtables):
+            table.discard(h, row)      # a pair in a sorted array goes stale
+        rows.remove(key)
 
-        def discard(self, key: Any) -> None:
-            """Remove ``key`` if it is indexed (``remove`` as datasketch's, faster)."""
-            rows = self.keys
-            row = rows.row_of.get(key)
-            if row is None:
-                return
-            for h, table in zip(rows.matrix[row].tolist(), self.hashtables):
-                table.discard(h, row)      # a pair in a sorted array goes stale
-            rows.remove(key)
+    def bands_of(self, key: Hashable) -> tuple[int, ...]:
+        """The bands ``key`` is indexed under (KeyError: not indexed)."""
+        return self.keys.bands(key)
 
-        def _maybe_merge(self) -> None:
-            """Merge a band a time, so that no change waits for all of them."""
-            if self._merging:
-                self._merging.pop().merge()
-                return
-            first = self.hashtables[0]
-            if first.added >= max(MERGE_MIN, len(self.keys.row_of) // MERGE_SHARE):
-                self._merging = list(self.hashtables)
-                self._merging.pop().merge()
+    def _maybe_merge(self) -> None:
+        """Merge a band a time, so that no change waits for all of them."""
+        if self._merging:
+            self._merging.pop().merge()
+            return
+        first = self.hashtables[0]
+        if first.added >= max(MERGE_MIN, len(self.keys.row_of) // MERGE_SHARE):
+            self._merging = list(self.hashtables)
+            self._merging.pop().merge()
 
-        def query_bands(self, bands: Sequence[int],
-                        sizes: tuple[int, int] | None = None) -> set:
-            """Every key sharing a band with ``bands`` (whose token set has a
-            size within ``sizes``, when both are known)."""
-            rows: set[int] = set()
-            for h, table in zip(bands, self.hashtables):
-                rows.update(table.rows_of(h, sizes))
-            key_of = self.keys.key_of
-            return {key_of[r] for r in rows}
+    def query_bands(self, bands: Sequence[int],
+                    sizes: tuple[int, int] | None = None) -> set[Hashable]:
+        """Every key sharing a band with ``bands`` (whose token set has a
+        size within ``sizes``, when both are known)."""
+        rows: set[int] = set()
+        for h, table in zip(bands, self.hashtables):
+            rows.update(table.rows_of(h, sizes))
+        key_of = self.keys.key_of
+        return {key_of[r] for r in rows}
 
-        def __len__(self) -> int:
-            return len(self.keys.row_of)
-
-    return SimilarityIndex
-
-
-def __getattr__(name: str) -> Any:
-    if name == "SimilarityIndex":
-        return _index_class()
-    raise AttributeError(name)
-
-
-def new_index(scheme: Scheme) -> Any:
-    """An empty SimilarityIndex (datasketch's MinHashLSH) for ``scheme``."""
-    return _index_class()(scheme)
+    def __len__(self) -> int:
+        return len(self.keys.row_of)

@@ -11,14 +11,14 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Hashable, Iterable, TypeGuard
 
 import yaml
 
 from pushengine.views.conditions import (
     SESSION_USER, Condition, ParamError, Predicate, ViewDefinitionError,
     bind_all, check_order, check_param, computed_fields, link_operators, parse_where, validate)
-from pushengine.views.distinct import parse_distinct
+from pushengine.views.distinct import DistinctSpec, parse_distinct
 from pushengine.views.operators.audience import SESSION_SEGMENTS, relevant_segments
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -31,7 +31,7 @@ MAX_PUBLIC_FIELDS = 100
 ALL = None  # routing: an object that concerns every instance of a view
 
 
-def _key_value(value: Any) -> str:
+def _key_value(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -52,10 +52,10 @@ class IndexRule:
     def field(self) -> str | None:
         return self.condition.field
 
-    def query_keys(self, values: dict[str, Any]) -> set:
+    def query_keys(self, values: dict[str, Any]) -> set[Hashable]:
         return self.condition.op.query_keys(self.condition, values)
 
-    def object_keys(self, obj: dict) -> set | None:
+    def object_keys(self, obj: dict) -> set[Hashable] | None:
         return self.condition.op.object_keys(self.condition, obj)
 
 
@@ -65,7 +65,12 @@ def _choose_index(conditions: list[Condition]) -> IndexRule | None:
     routable = [c for c in conditions if c.op.routable(c)]
     if not routable:
         return None
-    return IndexRule(min(routable, key=lambda c: c.op.route_rank))
+    return IndexRule(min(routable, key=_rank))
+
+
+def _rank(condition: Condition) -> float:
+    rank = condition.op.route_rank
+    return float("inf") if rank is None else rank
 
 
 @dataclass
@@ -84,7 +89,7 @@ class ViewSpec:
     needs_user: bool = False
     index: IndexRule | None = None
     once_per_user: bool = False    # an object enters at most once per user (views/once.py)
-    distinct: Any = None           # near-duplicate suppression (views/distinct.py)
+    distinct: DistinctSpec | None = None   # near-duplicate suppression (views/distinct.py)
     needs_segments: bool = False   # bound to $session.segments (audience, in_segment)
     presence: bool = False         # join / leave events to its subscribers (presence.py)
 
@@ -93,15 +98,15 @@ class ViewSpec:
         """Declared parameters other than ``limit``."""
         return [p for p in self.params if p != "limit"]
 
-    def check_limit(self, limit: Any) -> int:
+    def check_limit(self, limit: object) -> int:
         if limit is None:
             return self.limit_default
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= self.limit_max:
             raise ParamError(f"limit must be an integer from 1 to {self.limit_max}")
         return limit
 
-    def bind(self, params: Any, user: Any, limit: Any,
-             segments: Any = None) -> "BoundView":
+    def bind(self, params: object, user: object, limit: object,
+             segments: Iterable[str] | None = None) -> "BoundView":
         """Validate a client's parameters; ParamError says what is wrong."""
         if params is None:
             params = {}
@@ -147,22 +152,22 @@ class BoundView:
         return bind_all(self.spec.conditions, self.values,
                         private_allowed=self.spec.needs_user)
 
-    def index_keys(self) -> set | None:
+    def index_keys(self) -> set[Hashable] | None:
         rule = self.spec.index
         return None if rule is None else rule.query_keys(self.values)
 
-    def computed(self) -> dict:
+    def computed(self) -> dict[str, Callable[[dict], Any]]:
         """The fields the view's conditions compute (``_similarity``)."""
         return computed_fields(self.spec.conditions, self.values)
 
-    def order_value(self):
+    def order_value(self) -> Callable[[dict], Any]:
         """The function giving an object's value of the view's order field
         (a computed field such as ``_similarity`` included)."""
         field = self.spec.order_field
         found = self.computed().get(field) if field.startswith("_") else None
         return found if found is not None else (lambda obj: obj.get(field))
 
-    def decorator(self):
+    def decorator(self) -> Callable[[dict], dict] | None:
         """None, or the function that adds the computed fields to an object
         the view shows (``{..., "_similarity": 0.75}``)."""
         computed = self.computed()
@@ -210,7 +215,7 @@ class Catalog:
         self.types = set(self.by_type) | set(self.id_fields)
 
 
-def _types(types: dict) -> tuple[dict[str, str], dict[str, list[str]]]:
+def _types(types: dict[object, object]) -> tuple[dict[str, str], dict[str, list[str]]]:
     """The id field of every declared type, and the public fields of those
     that declare them."""
     id_fields: dict[str, str] = {}
@@ -243,7 +248,7 @@ def _types(types: dict) -> tuple[dict[str, str], dict[str, list[str]]]:
     return id_fields, public
 
 
-def _once_per_user(value: Any, view: str, needs_user: bool) -> bool:
+def _once_per_user(value: object, view: str, needs_user: bool) -> bool:
     if not isinstance(value, bool):
         raise ViewDefinitionError(f"{view}: 'once_per_user' must be true or false")
     if value and not needs_user:
@@ -252,31 +257,35 @@ def _once_per_user(value: Any, view: str, needs_user: bool) -> bool:
     return value
 
 
-def _presence(value: Any, view: str) -> bool:
+def _presence(value: object, view: str) -> bool:
     if not isinstance(value, bool):
         raise ViewDefinitionError(f"{view}: 'presence' must be true or false")
     return value
 
 
-def _order(value: Any, view: str) -> tuple[str, bool]:
+def _order(value: object, view: str) -> tuple[str, bool]:
     if not isinstance(value, str) or not value.lstrip("-"):
         raise ViewDefinitionError(f"{view}: 'order' must be a field name, '-' for descending")
     return value.lstrip("-"), value.startswith("-")
 
 
-def _limits(value: Any, view: str) -> tuple[int, int]:
+def _limits(value: object, view: str) -> tuple[int, int]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = {"default": value, "max": value}
     if not isinstance(value, dict):
         raise ViewDefinitionError(f"{view}: 'limit' must be a number or {{default, max}}")
     default, max_ = value.get("default", 10), value.get("max", value.get("default", 10))
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (default, max_)) \
-            or default > max_:
+    if not (_count(default) and _count(max_)) or default > max_:
         raise ViewDefinitionError(f"{view}: limits must be integers, 1 <= default <= max")
     return default, max_
 
 
-def parse_catalog(data: Any) -> Catalog:
+def _count(value: object) -> TypeGuard[int]:
+    """An integer of at least 1 (not a boolean)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def parse_catalog(data: object) -> Catalog:
     """Build a Catalog from the decoded views file."""
     if not isinstance(data, dict) or not isinstance(data.get("views"), dict):
         raise ViewDefinitionError("the views file needs a 'views' mapping")

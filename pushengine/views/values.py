@@ -6,10 +6,9 @@ the JSON way so that ``live: true`` never matches ``live: 1``.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 
-def _rank(value: Any) -> int:
+def _rank(value: object) -> int:
     if value is None:
         return 0
     if isinstance(value, bool):
@@ -21,7 +20,7 @@ def _rank(value: Any) -> int:
     return 4
 
 
-def index_key(value: Any) -> tuple:
+def index_key(value: object) -> tuple[int, object]:
     """A hashable key equal for JSON-equal values (1 and 1.0 alike, true and 1 not)."""
     rank = _rank(value)
     if rank == 4:
@@ -29,17 +28,17 @@ def index_key(value: Any) -> tuple:
     return (rank, value)
 
 
-def json_equal(a: Any, b: Any) -> bool:
+def json_equal(a: object, b: object) -> bool:
     return index_key(a) == index_key(b)
 
 
-def comparable(a: Any, b: Any) -> bool:
+def comparable(a: object, b: object) -> bool:
     """gt/lt compare numbers with numbers and strings with strings only."""
     ra, rb = _rank(a), _rank(b)
     return ra == rb and ra in (2, 3)
 
 
-def sort_key(value: Any) -> tuple:
+def sort_key(value: object) -> tuple[int, object]:
     """A total order over JSON values: null < booleans < numbers < strings < other."""
     rank = _rank(value)
     if rank == 4:
@@ -54,7 +53,7 @@ class Descending:
 
     __slots__ = ("key",)
 
-    def __init__(self, key: tuple) -> None:
+    def __init__(self, key: tuple[object, ...]) -> None:
         self.key = key
 
     def __lt__(self, other: "Descending") -> bool:

@@ -6,18 +6,21 @@ hands each encoded event to every subscriber.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from pushengine.core.events import DELETE, INSERT, PING, RESET, UPDATE, encode_event
+from pushengine.core.events import DELETE, INSERT, PING, RESET, UPDATE, Fragment, encode_event
+
+if TYPE_CHECKING:
+    from pushengine.views.query import Query
 
 
 class Subscriber(Protocol):
-    def deliver(self, fragment: str, key: str) -> None:
+    def deliver(self, fragment: Fragment, key: str) -> None:
         """Queue one encoded event."""
 
 
 class Window:
-    def __init__(self, query: Any, key: str, limit: int) -> None:
+    def __init__(self, query: Query, key: str, limit: int) -> None:
         self.query = query
         self.key = key
         self.limit = limit
@@ -27,7 +30,8 @@ class Window:
     def state(self) -> list[dict]:
         return self.query.top(self.limit)
 
-    def _emit(self, action: str, obj: Any = None, old: Any = None) -> None:
+    def _emit(self, action: str, obj: dict | list[dict] | None = None,
+              old: dict | None = None) -> None:
         self.busy = True
         if not self.subscribers:
             return
@@ -48,7 +52,7 @@ class Window:
     def reset(self) -> None:
         self._emit(RESET, self.state())
 
-    def reset_fragment(self) -> str:
+    def reset_fragment(self) -> Fragment:
         """A reset event for one session (after its queue overflowed)."""
         return encode_event(self.key, RESET, self.state())
 

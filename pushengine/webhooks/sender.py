@@ -40,9 +40,10 @@ import hashlib
 import hmac
 import json
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -60,7 +61,27 @@ def sign(secret: str | bytes, body: bytes) -> str:
 
 def verify(secret: str | bytes, body: bytes, header: str | None) -> bool:
     """True when ``header`` is the signature of ``body`` (constant time)."""
-    return bool(header) and hmac.compare_digest(sign(secret, body), header)
+    if not header:
+        return False
+    return hmac.compare_digest(sign(secret, body), header)
+
+
+class Response(Protocol):
+    """What the sender reads of an HTTP response: its status."""
+
+    code: int
+
+
+class HttpClient(Protocol):
+    """What the sender needs of ``treq`` (or ``treq.testing.StubTreq``):
+    ``post`` fires with a Response, ``content`` with its body (Deferred
+    being invariant, treq's own response class would not fit a narrower
+    type than Any)."""
+
+    def post(self, url: str, *, data: bytes,
+             headers: dict[bytes, list[bytes]]) -> Deferred[Any]: ...
+
+    def content(self, response: Any) -> Deferred[bytes]: ...
 
 
 class BadStatus(Exception):
@@ -73,7 +94,7 @@ class WebhookSender:
 
     counter_names = ("sent", "failed", "dropped", "retries")
 
-    def __init__(self, http: Any, url: str, secret: str | None, node_id: str,
+    def __init__(self, http: HttpClient, url: str, secret: str | None, node_id: str,
                  clock: IReactorTime, max_queue: int = 10_000, concurrency: int = 4,
                  timeout: float = 10.0, backoff: float = 0.5,
                  max_backoff: float = 30.0) -> None:
@@ -87,17 +108,17 @@ class WebhookSender:
         self.timeout = timeout
         self.backoff = backoff
         self.max_backoff = max_backoff
-        self.lanes: dict[str, deque] = {}    # session id -> its bodies, oldest first
+        self.lanes: dict[str, deque[bytes]] = {}   # session id -> its bodies, oldest first
         self.ready: deque[str] = deque()     # sessions with a body to send, none in flight
         self.busy: set[str] = set()          # sessions with a POST in flight
         self.queued = 0
         self.failures = 0                    # back-off steps since the last success
-        self.paused: Any = None              # the delayed call that ends a back-off
+        self.paused: IDelayedCall | None = None    # the delayed call that ends a back-off
         self.sent = self.failed = self.dropped = self.retries = 0
         self.last_error: str | None = None
 
     # -- queueing ----------------------------------------------------------------
-    def send(self, event: str, sid: str, user: Any) -> bool:
+    def send(self, event: str, sid: str, user: object) -> bool:
         """Queue one event (False: the queue was full and it was dropped)."""
         if self.queued >= self.max_queue:
             self.dropped += 1
@@ -144,12 +165,12 @@ class WebhookSender:
         d.addCallbacks(lambda _: self._done(sid), lambda f: self._failed(f, sid))
         d.addErrback(lambda f: log.failure("the webhook sender failed", f))
 
-    def _answered(self, response: Any) -> Any:
+    def _answered(self, response: Response) -> Deferred[None]:
         code = response.code
         # read (and discard) the body so that the connection can be reused
         d = self.http.content(response)
 
-        def check(_: Any) -> None:
+        def check(_: bytes) -> None:
             if not 200 <= code < 300:
                 raise BadStatus(f"HTTP {code}")
         return d.addCallback(check)
@@ -171,7 +192,8 @@ class WebhookSender:
 
     def _failed(self, failure: Failure, sid: str) -> None:
         self.failed += 1
-        self.last_error = failure.getErrorMessage()[:200] or failure.type.__name__
+        self.last_error = failure.getErrorMessage()[:200] or (
+            failure.type.__name__ if failure.type is not None else "error")
         if self.failures == 0:
             log.warn("POST to the webhook URL failed ({error}); retrying with back-off",
                      error=self.last_error)

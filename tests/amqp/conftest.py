@@ -1,5 +1,5 @@
-"""Helpers for the AMQP feed tests: a recording sink, polling with a
-deadline, a throw-away exchange per test, and rabbitmqctl."""
+"""Helpers for the AMQP feed tests: a recording sink, a throw-away exchange
+per test, and rabbitmqctl (tests/deferreds.py says how they are written)."""
 from __future__ import annotations
 
 import os
@@ -10,12 +10,11 @@ import uuid
 import pytest
 import pytest_twisted
 from twisted.application.internet import backoffPolicy
-from twisted.internet.defer import inlineCallbacks
-from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 
 from pushengine.amqp import AmqpFeed
 from pushengine.amqp.publisher import connect_publisher
+from tests.deferreds import eventually
 from tests.services import require_program, require_service
 
 BROKER_HOST = "127.0.0.1"
@@ -64,29 +63,9 @@ def fast_retry():
                          jitter=lambda: random.random() * 0.05)
 
 
-def sleep(seconds: float):
-    from twisted.internet import reactor
-
-    return deferLater(reactor, seconds, lambda: None)
-
-
-@inlineCallbacks
-def wait_for(predicate, timeout: float = 10.0, what: str = "the condition",
-             interval: float = 0.02):
-    """Poll ``predicate`` until true; fail after ``timeout`` seconds."""
-    from twisted.internet import reactor
-
-    deadline = reactor.seconds() + timeout
-    while not predicate():
-        if reactor.seconds() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        yield deferLater(reactor, interval, lambda: None)
-
-
-@inlineCallbacks
-def rabbitmqctl(*args: str):
+async def rabbitmqctl(*args: str):
     """Run rabbitmqctl without blocking the reactor; return its stdout."""
-    out, err, code = yield getProcessOutputAndValue(
+    out, err, code = await getProcessOutputAndValue(
         shutil.which("rabbitmqctl"), ("-q",) + args, env=dict(os.environ))
     if code != 0:
         raise AssertionError(f"rabbitmqctl {' '.join(args)} failed ({code}): "
@@ -94,11 +73,10 @@ def rabbitmqctl(*args: str):
     return out.decode()
 
 
-@inlineCallbacks
-def connection_pid(client):
+async def connection_pid(client):
     """The broker's id for the connection of ``client`` (a FeedClient)."""
     port = client.transport.getHost().port
-    listing = yield rabbitmqctl("list_connections", "pid", "name", "--no-table-headers")
+    listing = await rabbitmqctl("list_connections", "pid", "name", "--no-table-headers")
     for line in listing.splitlines():
         pid, _, name = line.partition("\t")
         if name.startswith(f"127.0.0.1:{port} ->"):
@@ -130,45 +108,42 @@ class AmqpEnv:
         self.feeds.append(feed)
         return feed
 
-    @inlineCallbacks
-    def started(self, node: str = "a", sink=None, **kwargs):
+    async def started(self, node: str = "a", sink=None, **kwargs):
         """A feed that is connected and consuming."""
         feed = self.feed(node, **kwargs)
         feed.start(sink if sink is not None else RecordingSink())
-        yield wait_for(lambda: feed.state == "connected", 10, f"feed {node} to connect")
+        await eventually(lambda: feed.state == "connected", 10, f"feed {node} to connect")
         return feed
 
-    @inlineCallbacks
-    def publisher(self):
+    async def publisher(self):
         from twisted.internet import reactor
 
-        publisher = yield connect_publisher(reactor, self.url, self.exchange)
+        publisher = await connect_publisher(reactor, self.url, self.exchange)
         self.publishers.append(publisher)
         return publisher
 
-    @inlineCallbacks
-    def cleanup(self):
+    async def cleanup(self):
         for feed in self.feeds:
             try:
-                yield feed.stop()
+                await feed.stop()
             except Exception:
                 pass
         from twisted.internet import reactor
 
         try:
-            admin = yield connect_publisher(reactor, self.url, self.exchange)
+            admin = await connect_publisher(reactor, self.url, self.exchange)
         except Exception:
             return  # the broker is gone: nothing to clean
         try:
             for feed in self.feeds:
-                channel = yield admin.client.open_channel()
-                yield channel.queue_delete(queue=feed.queue)
-            channel = yield admin.client.open_channel()
-            yield channel.exchange_delete(exchange=self.exchange)
+                channel = await admin.client.open_channel()
+                await channel.queue_delete(queue=feed.queue)
+            channel = await admin.client.open_channel()
+            await channel.exchange_delete(exchange=self.exchange)
         finally:
             for publisher in self.publishers + [admin]:
                 try:
-                    yield publisher.close()
+                    await publisher.close()
                 except Exception:
                     pass
 

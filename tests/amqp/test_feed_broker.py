@@ -9,8 +9,10 @@ from twisted.internet.utils import getProcessOutputAndValue
 from pushengine.amqp import NotConnected
 from pushengine.amqp.publisher import message_properties
 from pushengine.core.changes import Change, encode_changes
-from tests.amqp.conftest import (
-    RecordingSink, connection_pid, rabbitmqctl, sleep, wait_for)
+from twisted.internet.defer import Deferred
+
+from tests.amqp.conftest import RecordingSink, connection_pid, rabbitmqctl
+from tests.deferreds import eventually
 from tests.services import free_port
 
 pytestmark = pytest.mark.service
@@ -29,16 +31,16 @@ def stream(i, **fields):
     return Change("Stream", "upsert", i, {"id": i, **fields})
 
 
-@pytest_twisted.inlineCallbacks
-def test_publish_reaches_the_sink(amqp):
+@pytest_twisted.ensureDeferred
+async def test_publish_reaches_the_sink(amqp):
     sink = RecordingSink()
-    feed = yield amqp.started(sink=sink)
+    feed = await amqp.started(sink=sink)
     health = feed.health()
     assert health["up"] and health["state"] == "connected"
     assert health["queue"] == f"pushengine.node.{amqp.node('a')}"
-    count = yield feed.publish([stream(1, title="cat")])
+    count = await feed.publish([stream(1, title="cat")])
     assert count == 1
-    yield wait_for(lambda: sink.ids == [1], what="the change")
+    await eventually(lambda: sink.ids == [1], what="the change")
     assert sink.changes[0].obj == {"id": 1, "title": "cat"}
     stats = feed.stats()
     assert stats["connected"] == 1 and stats["messages_received"] == 1
@@ -46,34 +48,34 @@ def test_publish_reaches_the_sink(amqp):
     assert 0 <= stats["feed_lag_seconds"] < 5
 
 
-@pytest_twisted.inlineCallbacks
-def test_every_node_receives_every_change(amqp):
+@pytest_twisted.ensureDeferred
+async def test_every_node_receives_every_change(amqp):
     a, b = RecordingSink(), RecordingSink()
-    feed_a = yield amqp.started("a", sink=a)
-    yield amqp.started("b", sink=b)
+    feed_a = await amqp.started("a", sink=a)
+    await amqp.started("b", sink=b)
     for i in range(10):
-        yield feed_a.publish([stream(i)])
-    yield wait_for(lambda: len(a.ids) == 10 and len(b.ids) == 10, what="both nodes")
+        await feed_a.publish([stream(i)])
+    await eventually(lambda: len(a.ids) == 10 and len(b.ids) == 10, what="both nodes")
     assert a.ids == b.ids == list(range(10))
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_batch_is_applied_in_order(amqp):
+@pytest_twisted.ensureDeferred
+async def test_a_batch_is_applied_in_order(amqp):
     sink = RecordingSink()
-    feed = yield amqp.started(sink=sink)
+    feed = await amqp.started(sink=sink)
     batch = [stream(5), Change("Stream", "delete", 5, {"id": 5}), stream(5, v=2),
              stream(1), stream(3)]
-    count = yield feed.publish(batch)
+    count = await feed.publish(batch)
     assert count == 5
-    yield wait_for(lambda: len(sink.changes) == 5, what="the batch")
+    await eventually(lambda: len(sink.changes) == 5, what="the batch")
     assert sink.batches == [batch]
 
 
-@pytest_twisted.inlineCallbacks
-def test_malformed_messages_among_good_ones(amqp):
+@pytest_twisted.ensureDeferred
+async def test_malformed_messages_among_good_ones(amqp):
     sink = RecordingSink()
-    feed = yield amqp.started(sink=sink)
-    publisher = yield amqp.publisher()
+    feed = await amqp.started(sink=sink)
+    publisher = await amqp.publisher()
     props = message_properties(0)
     bodies = [
         encode_changes([stream(1)]),
@@ -89,223 +91,229 @@ def test_malformed_messages_among_good_ones(amqp):
         encode_changes([stream(8)]),
     ]
     for body in bodies:
-        yield publisher.publisher.publish(body, props)
-    yield wait_for(lambda: feed.stats()["messages_received"] == len(bodies),
-                   what="every message")
+        await publisher.publisher.publish(body, props)
+    await eventually(lambda: feed.stats()["messages_received"] == len(bodies),
+                     what="every message")
     assert sink.ids == [1, 6, 7, 8]
     stats = feed.stats()
     assert stats["malformed_messages"] == 8
     assert stats["malformed_changes"] == 8
     assert stats["changes_applied"] == 4
-    # Everything was acked: nothing comes back after a reconnection.
-    yield feed.stop()
+    # Everything was acked: nothing comes back after a reconnection. A
+    # message published now comes after anything the broker would give again.
+    await feed.stop()
     feed.start(sink)
-    yield wait_for(lambda: feed.state == "connected", what="the reconnection")
-    yield sleep(0.3)
-    assert feed.stats()["messages_received"] == len(bodies)
+    await eventually(lambda: feed.state == "connected", what="the reconnection")
+    await feed.publish([stream(9)])
+    await eventually(lambda: 9 in sink.ids, what="the change after the reconnection")
+    assert feed.stats()["messages_received"] == len(bodies) + 1
+    assert sink.ids == [1, 6, 7, 8, 9]
 
 
-@pytest_twisted.inlineCallbacks
-def test_headers_txamqp_cannot_decode_do_not_stop_the_feed(amqp):
+@pytest_twisted.ensureDeferred
+async def test_headers_txamqp_cannot_decode_do_not_stop_the_feed(amqp):
     sink = RecordingSink()
-    feed = yield amqp.started(sink=sink)
-    publisher = yield amqp.publisher()
+    feed = await amqp.started(sink=sink)
+    publisher = await amqp.publisher()
     props = dict(message_properties(0))
     props["headers"] = {"x-death": [{"count": 2**40, "reason": "expired"}],
                         "ratio": 0.25, "flag": True, "blob": b"\x00\xff", "none": None}
-    yield publisher.publisher.publish(encode_changes([stream(1)]), props)
-    yield feed.publish([stream(2)])
-    yield wait_for(lambda: sink.ids == [1, 2], what="both changes")
+    await publisher.publisher.publish(encode_changes([stream(1)]), props)
+    await feed.publish([stream(2)])
+    await eventually(lambda: sink.ids == [1, 2], what="both changes")
     assert feed.stats()["reconnects"] == 0
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_failing_sink_does_not_stop_the_consumer(amqp):
+@pytest_twisted.ensureDeferred
+async def test_a_failing_sink_does_not_stop_the_consumer(amqp):
     sink = RecordingSink()
     sink.fail_on = {2}
-    feed = yield amqp.started(sink=sink)
+    feed = await amqp.started(sink=sink)
     for i in (1, 2, 3):
-        yield feed.publish([stream(i)])
-    yield wait_for(lambda: sink.ids == [1, 3], what="the changes around the failure")
+        await feed.publish([stream(i)])
+    await eventually(lambda: sink.ids == [1, 3], what="the changes around the failure")
     assert feed.stats()["sink_errors"] == 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_large_message_spanning_many_frames(amqp):
+@pytest_twisted.ensureDeferred
+async def test_large_message_spanning_many_frames(amqp):
     sink = RecordingSink()
-    feed = yield amqp.started(sink=sink)
+    feed = await amqp.started(sink=sink)
     big = [stream(i, title="é" * 1000 + "猫" * 333) for i in range(300)]  # ~1 MB
-    count = yield feed.publish(big)
+    count = await feed.publish(big)
     assert count == 300
-    yield wait_for(lambda: len(sink.ids) == 300, what="the big batch")
+    await eventually(lambda: len(sink.ids) == 300, what="the big batch")
     assert sink.changes == big
 
 
-@pytest_twisted.inlineCallbacks
-def test_connection_closed_by_the_broker_loses_nothing(amqp, need_rabbitmqctl):
+@pytest_twisted.ensureDeferred
+async def test_connection_closed_by_the_broker_loses_nothing(amqp, need_rabbitmqctl):
     sink = RecordingSink()
-    feed = yield amqp.started(sink=sink)
-    publisher = yield amqp.publisher()
+    feed = await amqp.started(sink=sink)
+    publisher = await amqp.publisher()
     first_client = feed.client
-    pid = yield connection_pid(first_client)
-    closing = rabbitmqctl("close_connection", pid, "test: closed by the broker")
-    for i in range(200):  # keeps publishing while the feed is away
-        yield publisher.publisher.publish(encode_changes([stream(i)]), message_properties(0))
-        yield sleep(0.005)
-    yield closing
-    yield wait_for(lambda: feed.state == "connected" and feed.client is not first_client,
-                   what="the reconnection")
-    yield wait_for(lambda: len(set(sink.ids)) == 200, what="every change")
-    assert sorted(set(sink.ids)) == list(range(200))
+    pid = await connection_pid(first_client)
+    closing = Deferred.fromCoroutine(
+        rabbitmqctl("close_connection", pid, "test: closed by the broker"))
+    # keeps publishing before, while and after the feed is away: until it is
+    # back on a new connection (and at least 200 changes)
+    sent = 0
+    while sent < 200 or not (feed.state == "connected" and feed.client is not first_client):
+        assert sent < 20_000, "the feed did not come back"
+        await publisher.publisher.publish(encode_changes([stream(sent)]), message_properties(0))
+        sent += 1
+    await closing
+    await eventually(lambda: len(set(sink.ids)) == sent, what="every change")
+    assert sorted(set(sink.ids)) == list(range(sent))
     assert feed.stats()["reconnects"] >= 1
     assert sink.gaps == 0  # the queue was kept: nothing was missed
-    count = yield feed.publish([stream(1000)])
+    count = await feed.publish([stream(100_000)])
     assert count == 1
-    yield wait_for(lambda: 1000 in sink.ids, what="a change after the reconnection")
+    await eventually(lambda: 100_000 in sink.ids, what="a change after the reconnection")
 
 
-@pytest_twisted.inlineCallbacks
-def test_publish_while_reconnecting_fails_clearly(amqp, need_rabbitmqctl):
-    feed = yield amqp.started()
-    pid = yield connection_pid(feed.client)
-    yield rabbitmqctl("close_connection", pid, "test")
-    yield wait_for(lambda: feed.state != "connected", what="the feed to notice")
+@pytest_twisted.ensureDeferred
+async def test_publish_while_reconnecting_fails_clearly(amqp, need_rabbitmqctl):
+    feed = await amqp.started()
+    pid = await connection_pid(feed.client)
+    await rabbitmqctl("close_connection", pid, "test")
+    await eventually(lambda: feed.state != "connected", what="the feed to notice")
     assert feed.health()["up"] is False
     with pytest.raises(NotConnected):
-        yield feed.publish([stream(1)])
-    yield wait_for(lambda: feed.state == "connected", what="the reconnection")
+        await feed.publish([stream(1)])
+    await eventually(lambda: feed.state == "connected", what="the reconnection")
 
 
-@pytest_twisted.inlineCallbacks
-def test_queue_lost_means_a_feed_gap(amqp):
+@pytest_twisted.ensureDeferred
+async def test_queue_lost_means_a_feed_gap(amqp):
     sink = RecordingSink()
-    feed = yield amqp.started(sink=sink)
+    feed = await amqp.started(sink=sink)
     assert sink.gaps == 0  # not on the first connection
-    publisher = yield amqp.publisher()
-    channel = yield publisher.client.open_channel()
+    publisher = await amqp.publisher()
+    channel = await publisher.client.open_channel()
     first_client = feed.client
-    yield channel.queue_delete(queue=feed.queue)  # the broker cancels our consumer
-    yield wait_for(lambda: feed.state == "connected" and feed.client is not first_client,
-                   what="the reconnection")
+    await channel.queue_delete(queue=feed.queue)  # the broker cancels our consumer
+    await eventually(lambda: feed.state == "connected" and feed.client is not first_client,
+                     what="the reconnection")
     assert sink.gaps == 1
     assert feed.stats()["gaps"] == 1
-    yield feed.publish([stream(1)])
-    yield wait_for(lambda: sink.ids == [1], what="changes after the gap")
+    await feed.publish([stream(1)])
+    await eventually(lambda: sink.ids == [1], what="changes after the gap")
 
 
-@pytest_twisted.inlineCallbacks
-def test_changes_wait_in_the_queue_while_the_node_is_down(amqp):
+@pytest_twisted.ensureDeferred
+async def test_changes_wait_in_the_queue_while_the_node_is_down(amqp):
     sink = RecordingSink()
-    feed = yield amqp.started(sink=sink)
-    yield feed.stop()
-    publisher = yield amqp.publisher()
+    feed = await amqp.started(sink=sink)
+    await feed.stop()
+    publisher = await amqp.publisher()
     for i in range(5):
-        yield publisher.publisher.publish(encode_changes([stream(i)]), message_properties(0))
+        await publisher.publisher.publish(encode_changes([stream(i)]), message_properties(0))
     feed.start(sink)
-    yield wait_for(lambda: sink.ids == list(range(5)), what="the changes kept while down")
+    await eventually(lambda: sink.ids == list(range(5)), what="the changes kept while down")
     assert sink.gaps == 0
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_second_process_with_the_same_node_id_is_refused(amqp):
+@pytest_twisted.ensureDeferred
+async def test_a_second_process_with_the_same_node_id_is_refused(amqp):
     first = RecordingSink()
-    feed = yield amqp.started("same", sink=first)
+    feed = await amqp.started("same", sink=first)
     twin = amqp.feed("same")
     twin.start(RecordingSink())
-    yield wait_for(lambda: twin.stats()["connect_failures"] >= 2,
-                   what="the twin to be refused")
+    await eventually(lambda: twin.stats()["connect_failures"] >= 2,
+                     what="the twin to be refused")
     assert twin.health()["state"] == "connecting"
-    yield twin.stop()
-    yield feed.publish([stream(1)])
-    yield wait_for(lambda: first.ids == [1], what="the first node to go on")
+    await twin.stop()
+    await feed.publish([stream(1)])
+    await eventually(lambda: first.ids == [1], what="the first node to go on")
 
 
-@pytest_twisted.inlineCallbacks
-def test_queue_layout(amqp, need_rabbitmqctl):
-    feed = yield amqp.started(queue_ttl=90)
-    listing = yield rabbitmqctl("list_queues", "name", "durable", "auto_delete",
+@pytest_twisted.ensureDeferred
+async def test_queue_layout(amqp, need_rabbitmqctl):
+    feed = await amqp.started(queue_ttl=90)
+    listing = await rabbitmqctl("list_queues", "name", "durable", "auto_delete",
                                 "exclusive", "arguments", "--no-table-headers")
     line, = [ln for ln in listing.splitlines() if ln.startswith(feed.queue + "\t")]
     assert line.split("\t")[1:4] == ["true", "false", "false"]
     assert '"x-expires",90000' in line
 
 
-@pytest_twisted.inlineCallbacks
-def test_broker_restart(amqp, need_rabbitmqctl):
+@pytest_twisted.ensureDeferred
+async def test_broker_restart(amqp, need_rabbitmqctl):
     """stop_app/start_app: the feed reconnects, the durable queue kept the
     changes published before the restart, no gap, new changes flow."""
     sink = RecordingSink()
-    feed = yield amqp.started(sink=sink)
-    publisher = yield amqp.publisher()
-    yield feed.stop()
+    feed = await amqp.started(sink=sink)
+    publisher = await amqp.publisher()
+    await feed.stop()
     for i in range(3):  # waiting in the queue across the restart
-        yield publisher.publisher.publish(encode_changes([stream(i)]), message_properties(0))
+        await publisher.publisher.publish(encode_changes([stream(i)]), message_properties(0))
     feed.start(sink)
-    yield wait_for(lambda: sink.ids == [0, 1, 2], what="the first changes")
-    yield feed.stop()
+    await eventually(lambda: sink.ids == [0, 1, 2], what="the first changes")
+    await feed.stop()
     for i in range(3, 6):
-        yield publisher.publisher.publish(encode_changes([stream(i)]), message_properties(0))
+        await publisher.publisher.publish(encode_changes([stream(i)]), message_properties(0))
     feed.start(sink)
-    yield wait_for(lambda: feed.state == "connected", what="the feed")
+    await eventually(lambda: feed.state == "connected", what="the feed")
     try:
-        yield rabbitmqctl("stop_app")
-        yield wait_for(lambda: feed.state != "connected", 20, "the feed to notice")
+        await rabbitmqctl("stop_app")
+        await eventually(lambda: feed.state != "connected", 20, "the feed to notice")
         assert not feed.health()["up"]
     finally:
-        yield rabbitmqctl("start_app")
-        yield rabbitmqctl("await_startup")
-    yield wait_for(lambda: feed.state == "connected", 30, "the reconnection")
-    count = yield feed.publish([stream(100)])
+        await rabbitmqctl("start_app")
+        await rabbitmqctl("await_startup")
+    await eventually(lambda: feed.state == "connected", 30, "the reconnection")
+    count = await feed.publish([stream(100)])
     assert count == 1
-    yield wait_for(lambda: 100 in sink.ids, 10, "a change after the restart")
+    await eventually(lambda: 100 in sink.ids, 10, "a change after the restart")
     assert set(range(6)) <= set(sink.ids)
     assert sink.gaps == 0
     assert feed.stats()["reconnects"] >= 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_publish_cli(amqp):
+@pytest_twisted.ensureDeferred
+async def test_publish_cli(amqp):
     sink = RecordingSink()
-    yield amqp.started(sink=sink)
+    await amqp.started(sink=sink)
     change = '{"type": "Stream", "action": "insert", "obj": {"id": 1}}'
     batch = ('[{"type": "Stream", "action": "update", "obj": {"id": 2}},'
              ' {"type": "Stream", "action": "delete", "obj": {"id": 3}}]')
-    out, err, code = yield run_cli("--amqp", amqp.url, "--exchange", amqp.exchange,
+    out, err, code = await run_cli("--amqp", amqp.url, "--exchange", amqp.exchange,
                                    change, batch)
     assert code == 0, err
     assert out.decode().startswith("3 change(s) in 2 message(s) confirmed")
-    yield wait_for(lambda: sink.ids == [1, 2, 3], what="the published changes")
+    await eventually(lambda: sink.ids == [1, 2, 3], what="the published changes")
 
 
-@pytest_twisted.inlineCallbacks
-def test_publish_cli_errors(broker_url):
-    out, err, code = yield run_cli("--amqp", broker_url, "{not json")
+@pytest_twisted.ensureDeferred
+async def test_publish_cli_errors(broker_url):
+    out, err, code = await run_cli("--amqp", broker_url, "{not json")
     assert code == 2 and b"argument 1: the body is not JSON" in err
     url = f"amqp://guest:guest@127.0.0.1:{free_port()}/"
-    out, err, code = yield run_cli(
+    out, err, code = await run_cli(
         "--amqp", url, '{"type": "S", "action": "upsert", "obj": {"id": 1}}')
     assert code == 1 and b"cannot publish to" in err and b"refused" in err
 
 
-@pytest_twisted.inlineCallbacks
-def test_existing_queue_with_another_ttl_is_used_as_it_is(amqp):
-    old = yield amqp.started(queue_ttl=120)
-    yield old.stop()
-    publisher = yield amqp.publisher()
-    yield publisher.publisher.publish(encode_changes([stream(1)]), message_properties(0))
+@pytest_twisted.ensureDeferred
+async def test_existing_queue_with_another_ttl_is_used_as_it_is(amqp):
+    old = await amqp.started(queue_ttl=120)
+    await old.stop()
+    publisher = await amqp.publisher()
+    await publisher.publisher.publish(encode_changes([stream(1)]), message_properties(0))
     sink = RecordingSink()
-    yield amqp.started(sink=sink, queue_ttl=60)
-    yield wait_for(lambda: sink.ids == [1], what="the change kept in the old queue")
+    await amqp.started(sink=sink, queue_ttl=60)
+    await eventually(lambda: sink.ids == [1], what="the change kept in the old queue")
     assert sink.gaps == 0
 
 
-@pytest_twisted.inlineCallbacks
-def test_publish_cli_reads_json_lines_from_stdin(amqp):
+@pytest_twisted.ensureDeferred
+async def test_publish_cli_reads_json_lines_from_stdin(amqp):
     from twisted.internet import reactor
     from twisted.internet.protocol import ProcessProtocol
 
     sink = RecordingSink()
-    yield amqp.started(sink=sink)
+    await amqp.started(sink=sink)
     lines = ('{"type": "Stream", "action": "upsert", "obj": {"id": 1}}\n\n'
              '[{"type": "Stream", "action": "upsert", "obj": {"id": 2}}]\n').encode()
 
@@ -329,7 +337,7 @@ def test_publish_cli_reads_json_lines_from_stdin(amqp):
     reactor.spawnProcess(proto, sys.executable,
                          [sys.executable, "-m", "pushengine.tools.publish_cli", "--amqp", amqp.url,
                           "--exchange", amqp.exchange], env=dict(os.environ), path=ROOT)
-    code = yield proto.done
+    code = await proto.done
     assert code == 0
     assert proto.out.decode().startswith("2 change(s) in 2 message(s)")
-    yield wait_for(lambda: sink.ids == [1, 2], what="the published lines")
+    await eventually(lambda: sink.ids == [1, 2], what="the published lines")

@@ -12,6 +12,7 @@ import pytest_twisted
 from twisted.internet.defer import Deferred
 
 from tests.cluster.resp import Resp
+from tests.deferreds import eventually
 from tests.services import require_service
 
 REDIS_HOST = "127.0.0.1"
@@ -44,9 +45,9 @@ def delete_prefix(prefix: str) -> None:
 
 
 def wait_available(bloom: Any, timeout: float = 10.0) -> None:
-    from tests.cluster.conftest import eventually
-    pytest_twisted.blockon(Deferred.fromCoroutine(eventually(lambda: bloom.available,
-                                                             timeout)))
+    """For a synchronous fixture: block until ``bloom`` is connected."""
+    pytest_twisted.blockon(Deferred.fromCoroutine(
+        eventually(lambda: bloom.available, timeout, "the Bloom filters' Redis")))
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from twisted.internet.defer import Deferred
 from pushengine.redis.bloom import RedisBloom
 from tests.bloom.conftest import outcome
 from tests.bloom.fake_module import FakeModuleServer
-from tests.cluster.conftest import eventually
+from tests.deferreds import eventually
 
 
 @pytest_twisted.ensureDeferred

@@ -4,13 +4,12 @@ across them; and Redis going away: the nodes keep pushing, /health says so,
 bf.* answers 1011, and everything is back when Redis is."""
 from __future__ import annotations
 
-import time
-
 import jwt
 import pytest
 
 from tests.cluster.conftest import RedisProcess
 from tests.e2e.conftest import start
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.service, pytest.mark.e2e]
 
@@ -36,6 +35,12 @@ def ok(node, method, *params):
     return result
 
 
+def seen_answers(node) -> float:
+    """The once_per_user filter's answers this node received (or gave up on)."""
+    return sum(node.metric(f"pushengine_seen_{name}_total")
+               for name in ("admitted", "refused", "failed_open"))
+
+
 def authorized(node, user: str) -> str:
     sid = ok(node, "session.create")
     ok(node, "session.authorize", sid, jwt.encode({"sub": user}, SECRET, algorithm="HS256"))
@@ -46,15 +51,6 @@ def live(id_: int, user_id: int = 5) -> dict:
     return {"type": "Stream", "action": "upsert", "obj": {
         "id": id_, "user_id": user_id, "live": True, "public": True,
         "created_at": f"2024-01-01T00:00:{id_:02d}Z"}}
-
-
-def wait_until(check, deadline: float, what: str):
-    end = time.monotonic() + deadline
-    while not (value := check()):
-        if time.monotonic() > end:
-            raise AssertionError(f"{what} not reached within {deadline} s")
-        time.sleep(0.05)  # polling real processes
-    return value
 
 
 @pytest.fixture
@@ -98,9 +94,13 @@ def test_two_nodes_share_one_filter(nodes):
     assert [s["id"] for s in ok(a, "stream.subscribe_followed_new", on_a, [5])[1]] == [1]
     on_b = authorized(b, "42")
     assert ok(b, "stream.subscribe_followed_new", on_b, [5])[1] == []
+    answered = seen_answers(a) + seen_answers(b)
     for node in (b, a):                      # as a fanout delivers it: both nodes
         assert node.publish(live(2)).code == 200
-    time.sleep(0.3)                          # the filter answers a round trip later
+    # the filter answers a round trip later: once both nodes have their answer
+    # about stream 2 (admitted on one, refused on the other), the events are in
+    wait_until(lambda: seen_answers(a) + seen_answers(b) >= answered + 2, 5,
+               "both nodes' answers about stream 2")
     got_a = [e["obj"]["id"] for e in ok(a, "session.get_events", on_a, 0)
              if e["action"] == "insert"]
     got_b = [e["obj"]["id"] for e in ok(b, "session.get_events", on_b, 0)

@@ -10,15 +10,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.services import free_port, require_program, unavailable
+from tests.services import free_port, require_program, stop_process, unavailable
+from tests.waiting import page_sleep, wait_serving, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
@@ -61,19 +62,8 @@ class EngineProcess:
                    *self.args]
         self.process = subprocess.Popen(command, cwd=str(self.workdir), env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_DEADLINE
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                out = self.process.stdout.read().decode("utf-8", "replace")
-                pytest.fail(f"twistd exited with {self.process.returncode}:\n{out}\n{self.log_text()}")
-            try:
-                if self.get("/health")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        pytest.fail(f"twistd did not answer /health in {START_DEADLINE} s:\n{self.log_text()}")
+        wait_serving(self.process, lambda: self.get("/health")[0] == 200, START_DEADLINE,
+                     self.log_text, self.stop)
 
     def kill(self) -> None:
         """Die at once, as a crashed node does: its sessions are gone."""
@@ -83,13 +73,8 @@ class EngineProcess:
         self._close()
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        if self.process:
+            stop_process(self.process)
         self._close()
 
     def restart(self) -> None:
@@ -189,6 +174,34 @@ class PageWatch:
         assert not self.page_errors, self.page_errors
         assert not errors, errors
         assert not self.external, f"requests to other hosts: {self.external}"
+
+
+def console_flushed(page) -> None:
+    """Every console message the page printed so far is in ``page.watch``:
+    Playwright delivers them in order, so a marker printed now arrives after
+    them (this replaces waiting a while for messages that may come)."""
+    marker = f"(test marker {uuid.uuid4().hex})"
+    page.evaluate("(m) => console.debug(m)", marker)
+    wait_until(lambda: marker in page.watch.debug, 5, "the console marker",
+               sleep=page_sleep(page))
+    page.watch.debug.remove(marker)
+
+
+def settled(page) -> None:
+    """The page as it looks between two changes (for a screenshot): its
+    fonts loaded and no card entering (the flash of an update may run: under
+    --demo one always does)."""
+    page.wait_for_function(
+        "() => document.fonts.status === 'loaded' && !document.getAnimations().some("
+        "(a) => a.animationName === 'pe-enter' && a.playState === 'running')")
+
+
+def resized(page, width: int, height: int) -> None:
+    """A new viewport, once the page has laid itself out in it."""
+    page.set_viewport_size({"width": width, "height": height})
+    page.wait_for_function("([w, h]) => window.innerWidth === w && window.innerHeight === h",
+                           arg=[width, height])
+    settled(page)
 
 
 @pytest.fixture

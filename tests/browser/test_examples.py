@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 
 import pytest
 
-from tests.browser.conftest import SCREENSHOTS
+from tests.browser.conftest import SCREENSHOTS, console_flushed, resized, settled
 
 pytestmark = [pytest.mark.service, pytest.mark.e2e]
 
@@ -219,12 +218,13 @@ def test_an_engine_restart_is_survived_without_reload(engine, page):
 
 
 def test_debug_output_is_off_by_default(engine, page):
+    # the client logs as it creates its session, subscribes and connects: all
+    # before the page says "connected"
     open_page(page, engine, "/examples/live.html")
-    time.sleep(0.3)
+    console_flushed(page)
     assert not [m for m in page.watch.debug if "[pushengine:" in m]
     open_page(page, engine, "/examples/live.html?debug=1")
-    page.wait_for_function("() => true")
-    time.sleep(0.3)
+    console_flushed(page)
     assert [m for m in page.watch.debug if "[pushengine:" in m]
     page.watch.check()
 
@@ -269,13 +269,12 @@ def test_screenshots_under_demo(demo_engine, page, name, path):
         page.wait_for_selector('#status[data-state="connected"]')
     page.wait_for_selector("#list > li", timeout=30000)
     before = json.dumps(page.evaluate(IDS_JS) + [page.locator("#list").inner_text()])
-    time.sleep(1)
     # The demo starts empty and fills quickly: cards keep entering. Finished
     # animations show the page as it looks between changes.
+    settled(page)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), animations="disabled")
     if name == "live":
-        page.set_viewport_size({"width": 390, "height": 844})
-        time.sleep(0.3)
+        resized(page, 390, 844)
         page.screenshot(path=str(SCREENSHOTS / "live-mobile.png"), animations="disabled")
     if name in ("live", "index"):
         # The demo changes the list by itself.

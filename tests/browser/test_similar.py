@@ -2,12 +2,11 @@
 change their similarity and leave as titles change (SPEC section 13)."""
 from __future__ import annotations
 
-import time
 from urllib.parse import quote
 
 import pytest
 
-from tests.browser.conftest import SCREENSHOTS
+from tests.browser.conftest import SCREENSHOTS, resized, settled
 from tests.browser.test_examples import card, open_page, stream, wait_ids
 
 pytestmark = [pytest.mark.service, pytest.mark.e2e]
@@ -70,9 +69,8 @@ def test_similar_page_screenshot(engine, page):
     open_page(page, engine, "/examples/similar.html?q=" + quote("cats playing the piano"))
     page.wait_for_selector("#list > li")
     wait_ids(page, [1, 2, 6, 5, 3])     # 100, 67, 60, 60 (the higher id first), 50%
-    time.sleep(0.5)
+    settled(page)
     page.screenshot(path=str(SCREENSHOTS / "similar.png"), animations="disabled")
-    page.set_viewport_size({"width": 390, "height": 844})
-    time.sleep(0.3)
+    resized(page, 390, 844)
     page.screenshot(path=str(SCREENSHOTS / "similar-mobile.png"), animations="disabled")
     page.watch.check()

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import ROOT, SCREENSHOTS
+from tests.browser.conftest import ROOT, SCREENSHOTS, console_flushed, settled
 from tests.browser.test_examples import card, open_page, shown, stream, wait_ids
 
 pytestmark = [pytest.mark.service, pytest.mark.e2e]
@@ -125,7 +124,7 @@ def test_every_page_on_each_transport(engine, page, href, transport):
         # A page this table does not know yet: it loads and connects on the
         # forced transport, without errors.
         open_on(page, engine, href, transport)
-        time.sleep(0.5)
+        console_flushed(page)
         assert transport_of(page) == transport
         page.watch.check()
         return
@@ -262,7 +261,8 @@ def test_screenshot_per_transport(demo_engine, page, transport):
     page.wait_for_selector("#list > li", timeout=30000)
     # The demo changes the list by itself: wait for a change that came as an event.
     page.wait_for_function("() => window.pushengine.events.lastSeq >= 3", timeout=30000)
-    time.sleep(1)
+    page.wait_for_function("() => document.querySelectorAll('#list > li').length > 0")
+    settled(page)
     path: Path = SCREENSHOTS / f"live-{transport}.png"
     page.screenshot(path=str(path), animations="disabled")
     assert path.stat().st_size > 10000

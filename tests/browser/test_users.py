@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser.conftest import SCREENSHOTS
+from tests.browser.conftest import SCREENSHOTS, resized, settled
 from tests.browser.test_examples import card, open_page, stream, wait_ids
 
 pytestmark = [pytest.mark.service, pytest.mark.e2e]
@@ -91,9 +91,9 @@ def test_names_and_avatars_come_from_the_profiles_and_follow_a_rename(engine, pa
         "() => decodeURIComponent(document.querySelector('#list > li[data-id=\"1\"] .pe-avatar img')"
         "?.getAttribute('src') ?? '').includes('AS')")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.set_viewport_size({"width": 1280, "height": 700})
+    resized(page, 1280, 700)
     card(page, 1).scroll_into_view_if_needed()
-    time.sleep(0.3)
+    settled(page)
     page.screenshot(path=str(SCREENSHOTS / "users-renamed.png"), animations="disabled")
     assert time.monotonic() - renamed_at < 30
     page.watch.check()

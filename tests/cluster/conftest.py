@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 
 import pytest
 import pytest_twisted
-from twisted.internet.task import deferLater
 
 from tests.cluster.resp import Resp
 from tests.services import free_port, port_open, require_program, require_service, unavailable
+from tests.waiting import wait_listening
 
 REDIS_HOST = "127.0.0.1"
 REDIS_PORT = 6379
@@ -60,12 +59,10 @@ class RedisProcess:
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--protected-mode", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while not port_open("127.0.0.1", self.port, timeout=0.2):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                unavailable(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)  # waiting for a child process to listen
+        why = wait_listening(self.process, self.port)
+        if why is not None:
+            self.stop()
+            unavailable(f"redis-server did not start on port {self.port} ({why})")
         return self
 
     def stop(self) -> None:
@@ -80,16 +77,6 @@ def own_redis():
     server = RedisProcess().start()
     yield server
     server.stop()
-
-
-async def eventually(check, timeout: float = 10.0, step: float = 0.02):
-    """Wait on the reactor until ``check()`` is true."""
-    from twisted.internet import reactor
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout} s")
-        await deferLater(reactor, step, lambda: None)
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import Engine
-from tests.services import free_port, port_open
+from tests.services import free_port
+from tests.waiting import wait_listening, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "haproxy.cfg.in"
@@ -63,13 +64,11 @@ class Process:
         self.process = subprocess.Popen(args, stdout=self.out, stderr=subprocess.STDOUT)
 
     def wait_port(self, port: int, what: str, deadline: float = 15.0) -> None:
-        end = time.monotonic() + deadline
-        while not port_open("127.0.0.1", port, timeout=0.2):
-            if self.process.poll() is not None or time.monotonic() > end:
-                self.kill()
-                raise RuntimeError(f"{what} did not listen on {port}: "
-                                   f"{self.log.read_text('utf-8', 'replace')[-2000:]}")
-            time.sleep(0.02)  # waiting for a child process to listen
+        why = wait_listening(self.process, port, deadline)
+        if why is not None:
+            self.kill()
+            raise RuntimeError(f"{what} did not listen on {port} ({why}): "
+                               f"{self.log.read_text('utf-8', 'replace')[-2000:]}")
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -149,15 +148,17 @@ class Cluster:
 
     def wait_all_up(self, deadline: float = 10.0) -> None:
         """Until haproxy's checks passed for every node: calls reach them all."""
-        end = time.monotonic() + deadline
         seen: set[str] = set()
-        while seen != {n.name for n in self.nodes}:
-            if time.monotonic() > end:
-                raise RuntimeError(f"the balancer reached only {sorted(seen)}")
+
+        def all_reached() -> bool:
             answer = request(self.base + "/health", None, timeout=5)
             if answer is not None and answer[0] == 200:
                 seen.add(answer[2].get("X-Pushengine-Node", ""))
-            time.sleep(0.02)
+            return seen == {n.name for n in self.nodes}
+        try:
+            wait_until(all_reached, deadline, "the balancer reaching every node")
+        except AssertionError:
+            raise RuntimeError(f"the balancer reached only {sorted(seen)}") from None
 
     def alive(self) -> list[Node]:
         return [n for n in self.nodes if n.process.poll() is None]
@@ -229,30 +230,43 @@ def call(base: str, method: str, params: list, session: str | None = None,
     node dying under the balancer) for ``retry_for`` seconds; fires with
     (result, the node that answered). JSON-RPC errors raise RpcFailure."""
     url = base + "/api/jsonrpc" + (f"?session={session}" if session else "")
-    end = time.monotonic() + retry_for
-    while True:
-        answer = request(url, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
-                         timeout)
+    last: list = [None]
+
+    def answered() -> tuple[Any, str] | None:
+        answer = last[0] = request(
+            url, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout)
         if answer is not None and answer[0] == 200 and isinstance(answer[1], dict):
             body = answer[1]
             if "error" in body:
                 raise RpcFailure(body["error"]["code"], body["error"]["message"])
             return body["result"], answer[2].get("X-Pushengine-Node", "")
-        if time.monotonic() > end:
-            raise RuntimeError(f"{method} failed for {retry_for} s: {answer!r}")
-        time.sleep(0.05)
+        return None
+    try:
+        return wait_until(answered, retry_for, method, interval=0.05)
+    except AssertionError:
+        raise RuntimeError(f"{method} failed for {retry_for} s: {last[0]!r}") from None
 
 
 def publish(base: str, changes: list[dict], retry_for: float = 10.0) -> None:
     """Publish until accepted (a change is a whole state: sending it twice is harmless)."""
-    end = time.monotonic() + retry_for
-    while True:
-        answer = request(base + "/api/publish", changes)
-        if answer is not None and answer[0] == 200:
-            return
-        if time.monotonic() > end:
-            raise RuntimeError(f"publishing failed for {retry_for} s: {answer!r}")
-        time.sleep(0.05)
+    last: list = [None]
+
+    def accepted() -> bool:
+        answer = last[0] = request(base + "/api/publish", changes)
+        return answer is not None and answer[0] == 200
+    try:
+        wait_until(accepted, retry_for, "the publication accepted", interval=0.05)
+    except AssertionError:
+        raise RuntimeError(f"publishing failed for {retry_for} s: {last[0]!r}") from None
+
+
+def traffic(base: str, world: "World", seconds: float) -> None:
+    """Changes of ``world`` published through ``base`` for ``seconds``, 25 a
+    second (a pace for the test's traffic, not a wait)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        publish(base, [world.change()])
+        time.sleep(0.04)
 
 
 # -- the model: what each view must hold --------------------------------------
@@ -362,7 +376,7 @@ class Client(threading.Thread):
                                 timeout=self.poll_timeout + 10, retry_for=30)
         except RpcFailure as e:
             self.rpc_errors.append(e.code)
-            time.sleep(0.2)
+            time.sleep(0.2)         # a client's back-off before it polls again
             return
         self._served(node)
         for event in events:

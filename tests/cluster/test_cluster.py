@@ -18,9 +18,11 @@ import time
 import pytest
 
 from tests.cluster.conftest import CLUSTER_DB, REDIS_HOST, REDIS_PORT
-from tests.cluster.processes import Client, Cluster, World, call, haproxy_config, publish
+from tests.cluster.processes import (
+    Client, Cluster, World, call, haproxy_config, publish, traffic)
 from tests.cluster.resp import Resp
 from tests.services import require_program, require_service
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.service, pytest.mark.e2e]
 
@@ -50,17 +52,6 @@ def cluster(tmp_path):
         c.stop()
 
 
-def wait_until(check, deadline: float, what: str):
-    end = time.monotonic() + deadline
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"{what} not reached within {deadline} s: {value!r}")
-        time.sleep(0.05)  # polling real processes, not driving time
-
-
 def test_a_node_dies_and_its_clients_continue_elsewhere(cluster: Cluster) -> None:
     world = World(seed=11)
     publish(cluster.base, [world.change() for _ in range(40)])   # some state to start from
@@ -79,19 +70,13 @@ def test_a_node_dies_and_its_clients_continue_elsewhere(cluster: Cluster) -> Non
     held = {n.name: metric(n, "pushengine_sessions") for n in cluster.nodes}
     assert all(v > 0 for v in held.values()), held
 
-    def stream(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            publish(cluster.base, [world.change()])
-            time.sleep(0.04)
-
-    stream(3)
+    traffic(cluster.base, world, 3)
     victim = max(cluster.nodes, key=lambda n: metric(n, "pushengine_sessions"))
     moving = [c for c in clients if c.node() == victim.name]
     assert moving, "the victim holds sessions"
     killed_at = time.monotonic()
     victim.sigkill()
-    stream(4)
+    traffic(cluster.base, world, 4)
     survivors = cluster.alive()
 
     # every copy converges to the truth

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.cluster.processes import Client, call, publish
+from tests.cluster.processes import Client, call, publish, traffic
 from tests.cluster.test_cluster import VIEWS, cluster, metric, wait_until  # noqa: F401
 from tests.transports.wsclient import WsClient
 
@@ -37,7 +37,7 @@ class StreamClient(Client):
             self.follow()
         except (OSError, ConnectionError, ValueError, AssertionError):
             self.reconnects += 1
-            time.sleep(0.1)
+            time.sleep(0.1)         # a client's back-off before it connects again
 
     def follow(self) -> None:
         raise NotImplementedError
@@ -124,20 +124,14 @@ def test_streams_move_to_another_node_when_theirs_dies(cluster) -> None:  # noqa
     wait_until(lambda: sum(metric(n, "pushengine_streams") for n in cluster.nodes) == 12,
                15, "every stream attached")
 
-    def stream(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            publish(cluster.base, [world.change()])
-            time.sleep(0.04)
-
-    stream(2)
+    traffic(cluster.base, world, 2)
     held = {n.name: metric(n, "pushengine_streams") for n in cluster.nodes}
     victim = max(cluster.nodes, key=lambda n: metric(n, "pushengine_streams"))
     assert held[victim.name] > 0, held
     sessions_before = {c.sid for c in clients}
     killed_at = time.monotonic()
     victim.sigkill()
-    stream(4)
+    traffic(cluster.base, world, 4)
     wait_until(lambda: all(c.state() == c.truth(world) for c in clients), 25,
                "every client's view equal to the truth")
     moved = [c for c in clients if any(t >= killed_at for t, _ in c.resets)]

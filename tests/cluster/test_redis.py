@@ -10,7 +10,8 @@ from twisted.internet.defer import Deferred
 from pushengine.cluster.memory import MemoryRegistry, SharedTable
 from pushengine.cluster.record import BadRecord, SessionRecord, Subscription
 from pushengine.cluster.registry import MISSING, MOVED, OK, RegistryUnavailable
-from tests.cluster.conftest import REDIS_HOST, REDIS_PORT, TEST_DB, eventually
+from tests.cluster.conftest import REDIS_HOST, REDIS_PORT, TEST_DB
+from tests.deferreds import eventually
 
 pytestmark = pytest.mark.service
 

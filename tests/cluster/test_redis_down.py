@@ -3,23 +3,13 @@ sessions it holds, /health says Redis is down (status still ok), resume
 answers 1001, and the entries are written again once Redis is back."""
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.cluster.resp import Resp
 from tests.e2e.conftest import start
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.service, pytest.mark.e2e]
-
-
-def wait_until(check, deadline: float, what: str):
-    end = time.monotonic() + deadline
-    while not (value := check()):
-        if time.monotonic() > end:
-            raise AssertionError(f"{what} not reached within {deadline} s: {value!r}")
-        time.sleep(0.05)  # polling real processes
-    return value
 
 
 def rpc(node, method, *params):
@@ -54,14 +44,15 @@ def test_a_node_outlives_its_redis(tmp_path, own_redis) -> None:
 
         own_redis.start()                               # back, and empty
         wait_until(lambda: a.get("/health").json()["redis"]["up"], 15, "redis back")
-        time.sleep(1.1)                                 # the refresh interval
-        rpc(a, "session.get_events", sid, 0, 1)         # the next poll writes it again
-        rpc(a, "session.get_events", other, 0, 0)
         with Resp("127.0.0.1", own_redis.port) as r:
-            wait_until(lambda: r("HGET", f"pushengine:session:{sid}", "owner") == "down-a",
-                       5, "the entry written again")
-            wait_until(lambda: r("HGET", f"pushengine:session:{other}", "owner") == "down-a",
-                       5, "the entry of the session created while Redis was down")
+            def written_again(session: str) -> bool:
+                # a poll writes the entry again once its refresh is due
+                rpc(a, "session.get_events", session, 0, 0)
+                return r("HGET", f"pushengine:session:{session}", "owner") == "down-a"
+            wait_until(lambda: written_again(sid), 5, "the entry written again",
+                       interval=0.1)
+            wait_until(lambda: written_again(other), 5,
+                       "the entry of the session created while Redis was down", interval=0.1)
         wait_until(lambda: b.get("/health").json()["redis"]["up"], 15, "redis back on b")
         events, error = rpc(b, "session.get_events", sid, 0, 1)
         assert error is None and [e["action"] for e in events] == ["reset"]

@@ -77,19 +77,24 @@ def test_jaccard_is_exact():
 
 def test_signatures_and_bands_are_datasketchs():
     scheme = scheme_for(1, False, *choose_bands(0.5))
-    index = SimilarityIndex(scheme)
     rng = random.Random(5)
     sets = [frozenset(rng.sample(VOCABULARY, rng.randint(1, 12))) for _ in range(300)]
     sets.append(frozenset(f"t{i}" for i in range(similarity.CHUNK_TOKENS + 10)))  # in steps
     many = scheme.signatures(sets)
-    for tokens, row in zip(sets, many):
+    for n, (tokens, row) in enumerate(zip(sets, many)):
         m = MinHash(num_perm=128, seed=1, scheme="affine32")
         m.update_batch([t.encode("utf-8") for t in tokens])
         assert (m.hashvalues == row).all()
         # the bands as datasketch's MinHashLSH hashes them with our hashfunc
-        expected = tuple(index._H(m.hashvalues[s:e]) for s, e in index.hashranges)
+        plain = MinHashLSH(num_perm=128, params=(scheme.bands, scheme.rows),
+                           hashfunc=scheme.band_hash)
+        plain.insert(n, m)
+        expected = tuple(plain.keys[n])
         assert scheme.band_keys(row[None, :])[0] == expected
         assert scheme.features(" ".join(sorted(tokens))).bands == expected
+        ours = SimilarityIndex(scheme)
+        ours.insert(n, m)
+        assert ours.bands_of(n) == expected
 
 
 def test_the_index_answers_as_datasketchs_api():
@@ -112,6 +117,23 @@ def test_the_index_answers_as_datasketchs_api():
         assert set(ours.query(m)) == set(plain.query(m)) == \
             ours.query_bands(scheme.features(text).bands)
     assert len(ours) == len(plain.keys)
+
+
+def test_the_index_refuses_what_datasketchs_refuses():
+    scheme = scheme_for(1, False, *choose_bands(0.5))
+    ours, m = SimilarityIndex(scheme), scheme.minhash(["a", "b"])
+    ours.insert("k", m)
+    with pytest.raises(ValueError, match="already exists"):
+        ours.insert("k", m)
+    with pytest.raises(ValueError, match="length 128, got 64"):
+        ours.insert("other", MinHash(num_perm=64, seed=1, scheme="affine32"))
+    with pytest.raises(ValueError, match="scheme 'affine32'"):
+        ours.query(MinHash(num_perm=128, seed=1, scheme="affine64"))
+    ours.remove("k")
+    with pytest.raises(ValueError, match="does not exist"):
+        ours.remove("k")
+    ours.discard("k")                       # discard: quietly
+    assert len(ours) == 0 and "k" not in ours
 
 
 @settings(max_examples=150, deadline=None,
@@ -144,7 +166,7 @@ def test_the_compact_index_keeps_what_datasketchs_keeps(ops, monkeypatch):
         if op == "bands":
             ours.insert_bands(key, scheme.features(text).bands)
         elif op == "minhash":
-            if key in ours.keys:
+            if key in ours:
                 ours.remove(key)
             ours.insert(key, scheme.minhash(scheme.shingler.tokens(text)))
         else:

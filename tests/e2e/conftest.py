@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.services import free_port
+from tests.services import free_port, stop_process
+from tests.waiting import wait_serving
 
 START_DEADLINE = 30.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,32 +63,14 @@ class Engine:
             return ""
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_DEADLINE
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                out = self.process.stdout.read().decode("utf-8", "replace")
-                pytest.fail(f"twistd exited with {self.process.returncode}:\n{out}\n"
-                            f"{self.log_text()}")
-            try:
-                if self.get("/health").code == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        pytest.fail(f"twistd did not answer /health in {START_DEADLINE} s:\n{self.log_text()}")
+        wait_serving(self.process, lambda: self.get("/health").code == 200, START_DEADLINE,
+                     self.log_text, self.stop)
 
     def stop(self) -> int | None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        code = stop_process(self.process)
         if self.process.stdout is not None:
             self.process.stdout.close()
-        return self.process.returncode
+        return code
 
     # -- HTTP -----------------------------------------------------------------
     def request(self, method: str, path: str, body: bytes | None = None,

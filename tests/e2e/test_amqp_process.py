@@ -20,6 +20,7 @@ import pytest
 
 from tests.e2e.conftest import ROOT, Engine, start
 from tests.services import require_program, require_service
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 BROKER = "amqp://guest:guest@127.0.0.1:5672/"
@@ -145,10 +146,8 @@ def test_broker_closing_the_connection_loses_nothing_and_repeats_nothing(cluster
     for n in range(1, 21):
         # published through node b, whose connection is closed too: a caller
         # told 503 retries, as the answer's Retry-After asks
-        end = time.monotonic() + 30
-        while b.publish(stream(1, n=n)).code == 503:
-            assert time.monotonic() < end, "node b never took the change again"
-            time.sleep(0.1)
+        wait_until(lambda: b.publish(stream(1, n=n)).code != 503, 30,
+                   "node b taking the change again", interval=0.1)
         if n == 8:
             subprocess.run(["rabbitmqctl", "-q", "close_all_connections", "test"],
                            check=True, capture_output=True, timeout=60)
@@ -166,19 +165,15 @@ def test_broker_restart_then_changes_flow_again(cluster):
     try:
         subprocess.run(["rabbitmqctl", "-q", "stop_app"], check=True, capture_output=True,
                        timeout=60)
-        end = time.monotonic() + 20
-        while a.get("/health").code != 503:
-            assert time.monotonic() < end, "/health did not turn 503 with the broker down"
-            time.sleep(0.1)
+        wait_until(lambda: a.get("/health").code == 503, 20,
+                   "/health turning 503 with the broker down", interval=0.1)
         # the session and its long-poll stay open through the outage
         assert client.poll(0.2) == [] or True
     finally:
         subprocess.run(["rabbitmqctl", "-q", "start_app"], check=True, capture_output=True,
                        timeout=120)
-    end = time.monotonic() + 60
-    while a.get("/health").code != 200:
-        assert time.monotonic() < end, "the node did not reconnect after the restart"
-        time.sleep(0.2)
+    wait_until(lambda: a.get("/health").code == 200, 60,
+               "the node reconnected after the restart", interval=0.2)
     assert a.publish(stream(5)).json() == {"accepted": 1}
     client.wait_for(lambda c: 5 in c.items, what="a change after the restart")
     assert a.metric("pushengine_feed_reconnects_total") >= 1

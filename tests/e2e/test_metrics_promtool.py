@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 import uuid
 
 import pytest
@@ -13,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import start
 from tests.services import require_program, require_service
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.service]
 
@@ -29,10 +29,8 @@ def test_promtool_on_a_node_with_every_source(tmp_path) -> None:
                    "--memcache", "127.0.0.1:11211", "--redis", "redis://127.0.0.1:6379/5",
                    "--max-timeout", "5")
     try:
-        deadline = time.monotonic() + 30
-        while engine.get("/health").json()["feed"].get("state") != "connected":
-            assert time.monotonic() < deadline, engine.get("/health").json()
-            time.sleep(0.1)
+        wait_until(lambda: engine.get("/health").json()["feed"].get("state") == "connected",
+                   30, "the feed connected", interval=0.1)
         sid = engine.call("session.create")
         engine.call("stream.subscribe_public_live", sid, 5)
         assert engine.publish(
@@ -40,11 +38,7 @@ def test_promtool_on_a_node_with_every_source(tmp_path) -> None:
             {"type": "Stream", "action": "upsert", "obj": {
                 "id": 1, "title": "promtool", "user_id": 5, "live": True, "public": True,
                 "created_at": "2030-01-01T00:00:00Z"}}).code == 200
-        deadline = time.monotonic() + 15
-        events: list = []
-        while not events:
-            events = engine.call("session.get_events", sid, 2, 0)
-            assert time.monotonic() < deadline
+        wait_until(lambda: engine.call("session.get_events", sid, 2, 0), 15, "the events")
         assert engine.call("user.public_profile", 5) == {"id": 5, "name": "Vera"}
         engine.post("/api/jsonrpc", {"jsonrpc": "2.0", "method": "no.such", "id": 1})
         text = engine.get("/metrics").body.decode("utf-8")

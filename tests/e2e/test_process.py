@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.e2e.conftest import Engine, start
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -23,17 +24,6 @@ def stream(id_: int, **fields) -> dict:
 
 def upsert(obj: dict) -> dict:
     return {"type": "Stream", "action": "upsert", "obj": obj}
-
-
-def eventually(check, deadline: float = 5.0, what: str = "condition"):
-    end = time.monotonic() + deadline
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"{what} not reached in {deadline} s (last: {value!r})")
-        time.sleep(0.02)
 
 
 def raw_request(engine: Engine, head: bytes, body: bytes = b"") -> socket.socket:
@@ -75,7 +65,7 @@ def test_subscribe_publish_and_poll(engine: Engine) -> None:
     assert key == "UserStreamView(user_id=340699;limit=5)" and state == []
     with ThreadPoolExecutor(1) as pool:
         poll = pool.submit(engine.call, "session.get_events", sid, 5)
-        eventually(lambda: engine.metric("pushengine_polls_waiting") == 1,
+        wait_until(lambda: engine.metric("pushengine_polls_waiting") == 1,
                    what="a parked poll")
         assert engine.publish(upsert(stream(1))).json() == {"accepted": 1}
         events = poll.result(5)
@@ -114,9 +104,9 @@ def test_client_closing_mid_poll_frees_the_waiter(engine: Engine) -> None:
     head = (b"POST /api/jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % len(body))
     s = raw_request(engine, head, body)
-    eventually(lambda: engine.metric("pushengine_polls_waiting") == 1, what="a parked poll")
+    wait_until(lambda: engine.metric("pushengine_polls_waiting") == 1, what="a parked poll")
     s.close()
-    eventually(lambda: engine.metric("pushengine_polls_waiting") == 0, what="the waiter freed")
+    wait_until(lambda: engine.metric("pushengine_polls_waiting") == 0, what="the waiter freed")
     # the session lives on, and the change goes to its next poll
     engine.publish(upsert(stream(2)))
     events = engine.call("session.get_events", sid, 1)
@@ -191,7 +181,7 @@ def test_demo_views_change_by_themselves(tmp_path) -> None:
             seen.extend(e for e in demo.call("session.get_events", sid, 2)
                         if e["action"] != "ping")
             return len(seen) >= 3
-        eventually(changed, deadline=10, what="demo events")
+        wait_until(changed, timeout=10, what="demo events")
         assert all(e["key"] == key for e in seen)
         assert {e["action"] for e in seen} <= {"insert", "update", "delete", "reset"}
         assert demo.metric("pushengine_changes_total") > 0
@@ -209,7 +199,7 @@ def test_stops_cleanly_on_sigterm(tmp_path) -> None:
                 "POST", "/api/jsonrpc", json.dumps({"jsonrpc": "2.0", "id": 1,
                                                    "method": "session.get_events",
                                                    "params": [sid, 60]}).encode()))
-            eventually(lambda: e.metric("pushengine_polls_waiting") == 1, what="a parked poll")
+            wait_until(lambda: e.metric("pushengine_polls_waiting") == 1, what="a parked poll")
             started = time.monotonic()
             e.process.send_signal(signal.SIGTERM)
             # twistd stops its services, then ends itself with the signal it got

@@ -1,10 +1,8 @@
 """A real loopback connection for tests of what is written to sockets."""
 from __future__ import annotations
 
-import pytest_twisted
 from twisted.internet import protocol
 from twisted.internet.defer import Deferred
-from twisted.internet.task import deferLater
 
 
 class Sink(protocol.Protocol):
@@ -26,23 +24,20 @@ class Sink(protocol.Protocol):
         self.lost.callback(bytes(self.data))
 
 
-@pytest_twisted.inlineCallbacks
-def connected(want: int):
+async def connected(want: int):
     """``(server transport, client Sink, client's done, listening port)``."""
     from twisted.internet import reactor
     done: Deferred = Deferred()
-    server_side: list = []
+    server_side: Deferred = Deferred()
 
     class Server(protocol.Protocol):
         def connectionMade(self) -> None:
-            server_side.append(self.transport)
+            server_side.callback(self.transport)
 
     port = reactor.listenTCP(0, protocol.Factory.forProtocol(Server), interface="127.0.0.1")
-    client = yield protocol.ClientCreator(reactor, Sink, want, done).connectTCP(
+    client = await protocol.ClientCreator(reactor, Sink, want, done).connectTCP(
         "127.0.0.1", port.getHost().port)
-    while not server_side:
-        yield deferLater(reactor, 0.01, lambda: None)
-    return server_side[0], client, done, port
+    return await server_side, client, done, port
 
 
 def messages(count: int) -> list[bytes]:

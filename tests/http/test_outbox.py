@@ -25,11 +25,11 @@ def test_a_transport_that_is_not_a_socket_is_written_at_once():
     assert t.value() == b"abcdef" and not outbox.pending
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_turns_writes_leave_together_at_its_end_in_order():
+@pytest_twisted.ensureDeferred
+async def test_a_turns_writes_leave_together_at_its_end_in_order():
     from twisted.internet import reactor
     sent = messages(300)
-    transport, client, done, port = yield connected(sum(map(len, sent)))
+    transport, client, done, port = await connected(sum(map(len, sent)))
     try:
         sends = []
         real = transport.writeSomeData
@@ -38,43 +38,43 @@ def test_a_turns_writes_leave_together_at_its_end_in_order():
         for m in sent[:100]:
             outbox.write(transport, m)
         assert sends == [] and outbox.pending     # nothing sent within the turn
-        got = yield deferLater(reactor, 0, lambda: None)
+        got = await deferLater(reactor, 0, lambda: None)
         assert len(sends) == 1                     # one send for the whole turn
         write_mixed(transport, sent[100:], outbox.write, every=7,
                     before_twisted=lambda: outbox.flush_one(transport))
-        got = yield done
+        got = await done
         assert got == b"".join(sent)
     finally:
         client.transport.loseConnection()
-        yield port.stopListening()
+        await port.stopListening()
 
 
-@pytest_twisted.inlineCallbacks
-def test_closing_sends_what_is_queued_first_and_abort_drops_it():
+@pytest_twisted.ensureDeferred
+async def test_closing_sends_what_is_queued_first_and_abort_drops_it():
     from twisted.internet import reactor
     big = b"x" * (3 << 20)
-    transport, client, done, port = yield connected(len(big) + 1)
+    transport, client, done, port = await connected(len(big) + 1)
     try:
         outbox = Outbox(reactor)
         outbox.write(transport, big)
         outbox.write(transport, b"!")
         outbox.close(transport)
-        got = yield client.lost
+        got = await client.lost
         assert got == big + b"!"
-        transport, client, done, _ = yield connected(1)
+        transport, client, done, _ = await connected(1)
         outbox.write(transport, b"never")
         outbox.abort(transport)
-        got = yield client.lost
+        got = await client.lost
         assert got == b"" and not outbox.pending
     finally:
-        yield port.stopListening()
+        await port.stopListening()
 
 
-@pytest_twisted.inlineCallbacks
-def test_one_failing_connection_does_not_stop_the_others():
+@pytest_twisted.ensureDeferred
+async def test_one_failing_connection_does_not_stop_the_others():
     from twisted.internet import reactor
-    transport, client, done, port = yield connected(2)
-    bad, bad_client, _, bad_port = yield connected(1)
+    transport, client, done, port = await connected(2)
+    bad, bad_client, _, bad_port = await connected(1)
     try:
         def broken(data):
             raise OSError("boom")
@@ -82,13 +82,13 @@ def test_one_failing_connection_does_not_stop_the_others():
         outbox = Outbox(reactor)
         outbox.write(bad, b"x")
         outbox.write(transport, b"ok")
-        got = yield done
+        got = await done
         assert got == b"ok"
     finally:
         for c in (client, bad_client):
             c.transport.loseConnection()
         for p in (port, bad_port):
-            yield p.stopListening()
+            await p.stopListening()
 
 
 def rpc(method: str, *params, id_: int = 1) -> bytes:

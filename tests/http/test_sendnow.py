@@ -16,29 +16,29 @@ def test_a_transport_that_is_not_a_socket_gets_a_plain_write():
     assert t.value() == b"abcdef"
 
 
-@pytest_twisted.inlineCallbacks
-def test_messages_arrive_whole_and_in_order_mixed_with_buffered_writes():
+@pytest_twisted.ensureDeferred
+async def test_messages_arrive_whole_and_in_order_mixed_with_buffered_writes():
     sent = messages(400)
-    transport, client, done, port = yield connected(sum(map(len, sent)))
+    transport, client, done, port = await connected(sum(map(len, sent)))
     try:
         write_mixed(transport, sent, send_now, every=5)
-        got = yield done
+        got = await done
         assert got == b"".join(sent)
     finally:
         client.transport.loseConnection()
-        yield port.stopListening()
+        await port.stopListening()
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_closing_connection_is_left_to_twisted():
-    transport, client, done, port = yield connected(10 ** 9)
+@pytest_twisted.ensureDeferred
+async def test_a_closing_connection_is_left_to_twisted():
+    transport, client, done, port = await connected(10 ** 9)
     try:
         send_now(transport, b"before")
         transport.loseConnection()
         assert transport.disconnecting
         send_now(transport, b"after")       # closing: Twisted's write, which flushes it first
-        got = yield client.lost
+        got = await client.lost
         assert got == b"beforeafter"
     finally:
         client.transport.loseConnection()
-        yield port.stopListening()
+        await port.stopListening()

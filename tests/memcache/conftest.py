@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import pytest
 import pytest_twisted
 from twisted.internet.task import Clock
 
 from pushengine.memcache import InMemoryCache, MemcacheClient
-from tests.services import free_port, port_open, require_program, unavailable
+from tests.services import free_port, require_program, unavailable
+from tests.waiting import wait_listening
 
 
 class MemcachedProcess:
@@ -35,13 +35,11 @@ class MemcachedProcess:
         if os.geteuid() == 0:
             args += ["-u", "root"]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while not port_open("127.0.0.1", self.port, timeout=0.2):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                err = self.process.stderr.read().decode(errors="replace") if self.process.poll() is not None else ""
-                self.stop()
-                unavailable(f"memcached did not start on port {self.port}: {err}")
-            time.sleep(0.01)  # waiting for a child process to listen, not driving time
+        why = wait_listening(self.process, self.port, interval=0.01)
+        if why is not None:
+            err = self.process.stderr.read().decode(errors="replace") if why == "exited" else why
+            self.stop()
+            unavailable(f"memcached did not start on port {self.port}: {err}")
         return self
 
     def stop(self) -> None:

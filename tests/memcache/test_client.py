@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import pytest_twisted
 from twisted.internet.error import ConnectionDone, ConnectionRefusedError
-from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
@@ -19,6 +18,7 @@ from pushengine.memcache import (
     NotFound,
 )
 from pushengine.memcache.keys import wire_key
+from tests.deferreds import eventually
 
 A, B, C = "127.0.0.1:11001", "127.0.0.1:11002", "127.0.0.1:11003"
 
@@ -223,12 +223,6 @@ async def test_real_failover_and_return(reactor, memcached_factory, client_facto
     one, two = memcached_factory(), memcached_factory()
     client = client_factory([one.address, two.address], timeout=1.0, retry_delay=0.5)
 
-    async def until(condition, limit=10.0):
-        deadline = reactor.seconds() + limit
-        while not condition():
-            assert reactor.seconds() < deadline, "condition not met in time"
-            await deferLater(reactor, 0.02, lambda: None)
-
     keys = [f"key{i}" for i in range(40)]
     for k in keys:
         await client.set(k, b"v")
@@ -236,13 +230,13 @@ async def test_real_failover_and_return(reactor, memcached_factory, client_facto
     assert on_one and len(on_one) < len(keys)
 
     one.stop()
-    await until(lambda: not client.health()["servers"][one.address]["up"])
+    await eventually(lambda: not client.health()["servers"][one.address]["up"])
     for k in keys:  # every command answers: one's keys now live on two
         await client.set(k, b"moved")
         assert await client.get(k) == b"moved"
     assert client.health()["up"]
 
     one.start()
-    await until(lambda: client.health()["servers"][one.address]["up"])
+    await eventually(lambda: client.health()["servers"][one.address]["up"])
     assert client.server_for(wire_key(on_one[0])).name == one.address
     assert await client.get(on_one[0]) is None  # a fresh server: a miss, not an error

@@ -2,7 +2,6 @@
 a Clock with a stand-in connection, and two real nodes sharing Redis."""
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ from pushengine.redis.presence import RedisPresenceStore
 from tests.e2e.conftest import start
 from tests.operator.test_presence_process import SECRET, VIEWS, joins, token
 from tests.services import require_service
+from tests.waiting import wait_until
 
 
 class FakeRedis:
@@ -125,10 +125,8 @@ def test_presence_across_two_nodes_through_redis(tmp_path) -> None:
         assert b.call("presence.list", sb, kb) == ["alice", "bob"]
         b.call("session.destroy", sb)
         assert joins(a, sa) == [("leave", "bob")]
-        deadline = time.monotonic() + 5
-        while a.call("presence.list", sa, ka) != ["alice"] and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert a.call("presence.list", sa, ka) == ["alice"]
+        wait_until(lambda: a.call("presence.list", sa, ka) == ["alice"], 5,
+                   "bob gone from the room on a", interval=0.1)
         assert a.get("/health").json()["redis"]["up"] is True
     finally:
         a.stop()

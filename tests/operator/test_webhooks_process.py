@@ -13,6 +13,7 @@ import pytest
 
 from pushengine.webhooks.sender import SIGNATURE_HEADER, verify
 from tests.e2e.conftest import start
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 SECRET = "webhook-secret-for-the-process-test"
@@ -57,14 +58,6 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-def eventually(check, deadline: float = 20.0):
-    end = time.monotonic() + deadline
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError("not reached in time")
-        time.sleep(0.05)
-
-
 def token(user: str) -> str:
     return jwt.encode({"sub": user}, JWT_SECRET, algorithm="HS256")
 
@@ -80,8 +73,11 @@ def test_a_receiver_that_fails_first_gets_each_event_once_signed_in_order(tmp_pa
         for sid in sids[:3]:
             engine.call("session.destroy", sid)
         # the other two expire after --session-timeout
-        eventually(lambda: len(receiver.accepted) >= 15, 30.0)
-        time.sleep(0.5)
+        wait_until(lambda: len(receiver.accepted) >= 15, 30.0, "15 events accepted")
+        # nothing more comes once the node has no event waiting nor in flight
+        wait_until(lambda: engine.metric("pushengine_webhooks_queued") == 0
+                   and engine.metric("pushengine_webhooks_in_flight") == 0, 10,
+                   "the webhook queue drained")
         assert receiver.attempts > len(receiver.accepted) and receiver.bad_signatures == 0
         got = [(e["event"], e["session"]) for e in receiver.accepted]
         assert len(got) == len(set(got)) == 5 * 3

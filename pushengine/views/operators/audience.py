@@ -13,18 +13,17 @@ same segments share one query.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from pushengine.views.operators.base import (
-    Condition, Operator, Predicate, Ref, ViewDefinitionError, parse_operand, register,
-    resolve)
+    Condition, Predicate, SessionOperand, register, resolve)
 
 SESSION_SEGMENTS = "session.segments"
 # a segment's name, as views name it and uploads give it
 SEGMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-def valid_segment_name(name: Any) -> bool:
+def valid_segment_name(name: object) -> bool:
     """A segment name: a letter or digit, then up to 63 of them or ``_ . -``."""
     return isinstance(name, str) and SEGMENT_NAME.match(name) is not None
 
@@ -34,7 +33,7 @@ def untargeted(obj: dict) -> bool:
     return obj.get("audience") is None
 
 
-def reaches(obj: dict, segments: frozenset | set) -> bool:
+def reaches(obj: dict, segments: frozenset[str] | set[str]) -> bool:
     """Whether an object reaches a session in ``segments`` (fail closed)."""
     audience = obj.get("audience")
     if audience is None:
@@ -46,7 +45,8 @@ def reaches(obj: dict, segments: frozenset | set) -> bool:
     return False
 
 
-def relevant_segments(conditions: list[Condition], segments: Any) -> list[str]:
+def relevant_segments(conditions: list[Condition],
+                      segments: Iterable[str] | None) -> list[str]:
     """The session's segments a view's key needs: all of them for an
     ``audience`` view, only the named ones for ``in_segment``."""
     found = sorted(set(segments or ()))
@@ -57,21 +57,12 @@ def relevant_segments(conditions: list[Condition], segments: Any) -> list[str]:
 
 
 @register
-class Audience(Operator):
+class Audience(SessionOperand):
     name = "audience"
-    own_key = True
+    session_value = SESSION_SEGMENTS
     roles = ("audience",)
     takes_session_segments = True
     opens_audience = True       # this view may show targeted objects
-
-    def parse(self, field: str | None, spec: Any, view: str) -> Condition:
-        operand = parse_operand(spec)
-        if operand != Ref(SESSION_SEGMENTS):
-            raise ViewDefinitionError(f"{view}: 'audience' takes $session.segments")
-        return Condition("audience", None, operand)
-
-    def check(self, name: str, role: str, value: Any) -> Any:  # pragma: no cover
-        return value    # only ever bound to the session's segments
 
     def bind(self, condition: Condition, values: dict[str, Any]) -> Predicate:
         segments = frozenset(resolve(condition.operand, values) or ())

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Hashable, Iterable, Protocol
+from typing import Any, Callable, ClassVar, Hashable, Iterable, Mapping, Protocol
 
 SESSION_USER = "session.user"
 ALL = None  # object_keys: an object that concerns every query of a view
 
 Predicate = Callable[[dict], bool]
+# a store index move: (id, old state, new state), None for absent
+Move = tuple[Hashable, dict | None, dict | None]
 
 
 class ViewDefinitionError(ValueError):
@@ -49,13 +51,14 @@ class Ref:
     name: str
 
 
-def parse_operand(value: Any) -> Any:
+def parse_operand(value: object) -> object:
+    """A ``$name`` of the views file as a Ref, any other value as it is."""
     if isinstance(value, str) and value.startswith("$"):
         return Ref(value[1:])
     return value
 
 
-def resolve(operand: Any, values: dict[str, Any]) -> Any:
+def resolve(operand: object, values: dict[str, Any]) -> Any:
     """A literal as it is, a reference from the bound values."""
     return values[operand.name] if isinstance(operand, Ref) else operand
 
@@ -64,7 +67,9 @@ def resolve(operand: Any, values: dict[str, Any]) -> Any:
 class Condition:
     kind: str               # the operator's name: eq, in, near, similar, ...
     field: str | None       # None for an operator that looks at the whole object
-    operand: Any            # literal, Ref, or an operator's own structure
+    # literal, Ref, or an operator's own structure (a dict of operands for
+    # near, a SimilarOperand for similar): what only its operator reads
+    operand: Any
 
     @property
     def op(self) -> "Operator":
@@ -78,10 +83,10 @@ class Condition:
 class StoreIndex(Protocol):
     """An index the in-process store keeps over the objects of one type."""
 
-    def move(self, id_: Any, old: dict | None, new: dict | None) -> None:
+    def move(self, id_: Hashable, old: dict | None, new: dict | None) -> None:
         """The object ``id_`` changed from ``old`` to ``new`` (None: absent)."""
 
-    def move_many(self, moves: list[tuple[Any, dict | None, dict | None]]) -> None:
+    def move_many(self, moves: list[Move]) -> None:
         """Several moves in order (an index may batch its work)."""
 
     def candidates(self, condition: Condition, values: dict[str, Any]) -> list[dict] | None:
@@ -93,7 +98,7 @@ def bad_param(name: str, what: str) -> ParamError:
     return ParamError(f"parameter {name!r} must be {what}")
 
 
-def finite(value: Any) -> bool:
+def finite(value: float) -> bool:
     """A number that is finite as a float too (an integer of 400 digits is not)."""
     try:
         return math.isfinite(value)
@@ -101,7 +106,7 @@ def finite(value: Any) -> bool:
         return False
 
 
-def scalar(value: Any) -> bool:
+def scalar(value: object) -> bool:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return finite(value)
     return value is None or isinstance(value, (bool, str))
@@ -133,7 +138,7 @@ class Operator:
     check_literals: ClassVar[bool] = False
 
     # -- the views file ---------------------------------------------------------
-    def parse(self, field: str | None, spec: Any, view: str) -> Condition:
+    def parse(self, field: str | None, spec: object, view: str) -> Condition:
         """The condition written ``field: {name: spec}`` (or ``name: spec``
         for an own-key operator). Checks literal operands."""
         operand = parse_operand(spec)
@@ -149,12 +154,12 @@ class Operator:
             return [(condition.operand, self.roles[0])]
         return []
 
-    def link(self, uses: list[tuple[str, Condition]], views: dict[str, Any]) -> None:
+    def link(self, uses: list[tuple[str, Condition]], views: Mapping[str, object]) -> None:
         """Called once the whole views file is read, with every (view type,
         condition) using this operator and the view specs by name."""
 
     # -- parameters ---------------------------------------------------------------
-    def check(self, name: str, role: str, value: Any) -> Any:
+    def check(self, name: str, role: str, value: object) -> object:
         """Validate one parameter for ``role``; return the value to bind."""
         raise bad_param(name, "valid")  # pragma: no cover - every operator overrides
 
@@ -177,11 +182,11 @@ class Operator:
         """Whether the condition can be a view's routing index."""
         return self.route_rank is not None and isinstance(condition.operand, Ref)
 
-    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set:
+    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set[Hashable]:
         """The keys under which a bound query is found."""
         raise NotImplementedError
 
-    def object_keys(self, condition: Condition, obj: dict) -> set | None:
+    def object_keys(self, condition: Condition, obj: dict) -> set[Hashable] | None:
         """The keys of the queries an object may concern (ALL: every query)."""
         raise NotImplementedError
 
@@ -194,6 +199,24 @@ class Operator:
     def wants_store_index(self, condition: Condition) -> bool:
         """Whether the store should keep that index for this condition."""
         return self.store_index(condition) is not None
+
+
+class SessionOperand(Operator):
+    """An operator written as a key of its own whose operand is always one
+    of the session's values (``session_value``: ``$session.user``,
+    ``$session.segments``), which a client can never supply."""
+
+    own_key = True
+    session_value: ClassVar[str] = ""
+
+    def parse(self, field: str | None, spec: object, view: str) -> Condition:
+        operand = parse_operand(spec)
+        if operand != Ref(self.session_value):
+            raise ViewDefinitionError(f"{view}: '{self.name}' takes ${self.session_value}")
+        return Condition(self.name, None, operand)
+
+    def check(self, name: str, role: str, value: object) -> object:  # pragma: no cover
+        return value    # only ever bound to the session's own value
 
 
 OPERATORS: dict[str, Operator] = {}

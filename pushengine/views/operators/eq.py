@@ -4,13 +4,21 @@ store keeps an index of the field's values (``FieldIndex``, shared with
 ``in``)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Hashable
 
 from pushengine.views.operators.base import (
-    Condition, Operator, Predicate, Ref, bad_param, register, resolve, scalar)
+    Condition, Move, Operator, Predicate, Ref, StoreIndex, bad_param, register, resolve,
+    scalar)
 from pushengine.views.values import index_key
 
 MAX_STRING = 1000
+
+
+def check_scalar(name: str, value: object) -> object:
+    """A parameter compared with a field (eq, ne): a JSON scalar."""
+    if not scalar(value) or (isinstance(value, str) and len(value) > MAX_STRING):
+        raise bad_param(name, "a string, number, boolean or null")
+    return value
 
 
 class FieldIndex:
@@ -18,9 +26,9 @@ class FieldIndex:
 
     def __init__(self, field: str) -> None:
         self.field = field
-        self.buckets: dict[Any, dict[Any, dict]] = {}
+        self.buckets: dict[Hashable, dict[Hashable, dict]] = {}
 
-    def move(self, id_: Any, old: dict | None, new: dict | None) -> None:
+    def move(self, id_: Hashable, old: dict | None, new: dict | None) -> None:
         field, index = self.field, self.buckets
         was = index_key(old.get(field)) if old is not None else None
         now = index_key(new.get(field)) if new is not None else None
@@ -30,10 +38,10 @@ class FieldIndex:
                 bucket.pop(id_, None)
                 if not bucket:
                     del index[was]
-        if now is not None:
+        if new is not None:
             index.setdefault(now, {})[id_] = new
 
-    def move_many(self, moves: list) -> None:
+    def move_many(self, moves: list[Move]) -> None:
         for id_, old, new in moves:
             self.move(id_, old, new)
 
@@ -47,7 +55,8 @@ class FieldIndex:
 class FieldValueOperator(Operator):
     """eq and in: an index of the field's values serves both."""
 
-    def store_index(self, condition: Condition):
+    def store_index(self,
+                    condition: Condition) -> tuple[Hashable, Callable[[], StoreIndex]] | None:
         if not condition.field:
             return None
         field = condition.field
@@ -58,7 +67,7 @@ class FieldValueOperator(Operator):
         # (``live: true``) would make an index of two huge buckets
         return bool(condition.field) and isinstance(condition.operand, Ref)
 
-    def object_keys(self, condition: Condition, obj: dict) -> set:
+    def object_keys(self, condition: Condition, obj: dict) -> set[Hashable]:
         return {index_key(obj.get(condition.field))}
 
 
@@ -69,14 +78,12 @@ class Eq(FieldValueOperator):
     takes_session_user = True
     route_rank = 0
 
-    def check(self, name: str, role: str, value: Any) -> Any:
-        if not scalar(value) or (isinstance(value, str) and len(value) > MAX_STRING):
-            raise bad_param(name, "a string, number, boolean or null")
-        return value
+    def check(self, name: str, role: str, value: object) -> object:
+        return check_scalar(name, value)
 
     def bind(self, condition: Condition, values: dict[str, Any]) -> Predicate:
         field, key = condition.field, index_key(resolve(condition.operand, values))
         return lambda obj: index_key(obj.get(field)) == key
 
-    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set:
+    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set[Hashable]:
         return {index_key(resolve(condition.operand, values))}

@@ -2,7 +2,7 @@
 form (views/morphology.py). Routes by the word's normal forms."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Hashable
 
 from pushengine.views import morphology
 from pushengine.views.operators.base import (
@@ -22,7 +22,7 @@ class HasWord(Operator):
     roles = ("has_word",)
     route_rank = 2
 
-    def check(self, name: str, role: str, value: Any) -> Any:
+    def check(self, name: str, role: str, value: object) -> object:
         if not isinstance(value, str) or len(value) > MAX_WORD \
                 or morphology.single_word(value) is None:
             raise bad_param(name, "a single word")
@@ -36,9 +36,9 @@ class HasWord(Operator):
             return isinstance(text, str) and not wanted.isdisjoint(morphology.text_forms(text))
         return has_word
 
-    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set:
+    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set[Hashable]:
         return set(_forms(resolve(condition.operand, values)))
 
-    def object_keys(self, condition: Condition, obj: dict) -> set:
+    def object_keys(self, condition: Condition, obj: dict) -> set[Hashable]:
         text = obj.get(condition.field)
         return set(morphology.text_forms(text)) if isinstance(text, str) else set()

@@ -28,7 +28,7 @@ class InSegment(Operator):
     roles = ("in_segment",)
     takes_session_segments = True
 
-    def parse(self, field: str | None, spec: Any, view: str) -> Condition:
+    def parse(self, field: str | None, spec: object, view: str) -> Condition:
         if not valid_segment_name(spec):
             raise ViewDefinitionError(f"{view}: 'in_segment' takes a segment name "
                                       f"(letters, digits, _ . -)")
@@ -38,7 +38,7 @@ class InSegment(Operator):
     def refs(self, condition: Condition) -> list[tuple[Ref, str]]:
         return [(condition.operand["segments"], "in_segment")]
 
-    def check(self, name: str, role: str, value: Any) -> Any:  # pragma: no cover
+    def check(self, name: str, role: str, value: object) -> object:  # pragma: no cover
         return value    # only ever bound to the session's segments
 
     def bind(self, condition: Condition, values: dict[str, Any]) -> Predicate:

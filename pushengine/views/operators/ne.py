@@ -6,7 +6,7 @@ from typing import Any
 
 from pushengine.views.operators.base import (
     Condition, Operator, Predicate, register, resolve)
-from pushengine.views.operators.eq import Eq
+from pushengine.views.operators.eq import check_scalar
 from pushengine.views.values import index_key
 
 
@@ -15,8 +15,8 @@ class Ne(Operator):
     name = "ne"
     roles = ("ne",)
 
-    def check(self, name: str, role: str, value: Any) -> Any:
-        return Eq.check(self, name, role, value)
+    def check(self, name: str, role: str, value: object) -> object:
+        return check_scalar(name, value)
 
     def bind(self, condition: Condition, values: dict[str, Any]) -> Predicate:
         field, key = condition.field, index_key(resolve(condition.operand, values))

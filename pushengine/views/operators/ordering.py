@@ -13,7 +13,7 @@ from pushengine.views.values import comparable
 class Comparison(Operator):
     compare: ClassVar[Callable[[Any, Any], bool]]
 
-    def check(self, name: str, role: str, value: Any) -> Any:
+    def check(self, name: str, role: str, value: object) -> object:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)) \
                 or (not isinstance(value, str) and not finite(value)):
             raise bad_param(name, "a number or a string")

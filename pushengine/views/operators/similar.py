@@ -17,14 +17,14 @@ the candidates of a MinHash LSH (views/similarity.py).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Hashable, Mapping
 
 from pushengine.views import similarity
 from pushengine.views.operators.base import (
-    Condition, Operator, ParamError, Predicate, Ref, ViewDefinitionError, bad_param,
-    parse_operand, register, resolve)
+    Condition, Move, Operator, ParamError, Predicate, Ref, StoreIndex, ViewDefinitionError,
+    bad_param, parse_operand, register, resolve)
 from pushengine.views.similarity import (
-    Features, Scheme, choose_bands, jaccard, new_index, scheme_for, shares_band)
+    Features, Scheme, SimilarityIndex, choose_bands, jaccard, scheme_for, shares_band)
 
 MAX_TEXT = 1024          # characters in a text parameter (as any string param)
 SIMILARITY = "_similarity"
@@ -34,13 +34,13 @@ KEYS = ("field", "text", "threshold", "shingle", "stem")
 _SALTS = [(0x9E3779B97F4A7C15 * (i + 1)) & ((1 << 64) - 1) for i in range(256)]
 
 
-def _threshold(value: Any) -> float | None:
+def _threshold(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if 0 < value <= 1 else None
 
 
-def parse_settings(spec: Any, view: str, what: str,
+def parse_settings(spec: object, view: str, what: str,
                    required: tuple[str, ...]) -> tuple[str, float, int, bool]:
     """field, threshold, shingle and stem of a ``similar`` or ``distinct``
     mapping; ViewDefinitionError says what is wrong."""
@@ -74,7 +74,7 @@ class SimilarOperand:
     """The text (literal or parameter) and the comparison's settings; the
     Scheme is set when the views file is linked."""
 
-    def __init__(self, text: Any, threshold: float, shingle: int, stem: bool) -> None:
+    def __init__(self, text: str | Ref, threshold: float, shingle: int, stem: bool) -> None:
         self.text = text
         self.threshold = threshold
         self.shingle = shingle
@@ -102,33 +102,35 @@ class SimilarStoreIndex:
     def __init__(self, field: str, scheme: Scheme) -> None:
         self.field = field
         self.scheme = scheme
-        self.lsh = new_index(scheme)
-        self.objects: dict[Any, dict] = {}      # the indexed ones (they have a text)
-        self.tokens: dict[Any, frozenset] = {}
+        self.lsh = SimilarityIndex(scheme)
+        self.objects: dict[Hashable, dict] = {}      # the indexed ones (they have a text)
+        self.tokens: dict[Hashable, frozenset[str]] = {}
 
-    def move(self, id_: Any, old: dict | None, new: dict | None) -> None:
+    def move(self, id_: Hashable, old: dict | None, new: dict | None) -> None:
         self.move_many([(id_, old, new)])
 
-    def _drop(self, id_: Any) -> None:
+    def _drop(self, id_: Hashable) -> None:
         if self.objects.pop(id_, None) is not None:
             del self.tokens[id_]
             self.lsh.discard(id_)
 
-    def move_many(self, moves: list[tuple[Any, dict | None, dict | None]]) -> None:
+    def move_many(self, moves: list[Move]) -> None:
         if len(moves) < self.BATCH:
             for id_, old, new in moves:
                 self._move(id_, new)
             return
         # many (a seed, a batch): only each object's last state matters, and
         # the new texts are hashed and indexed together
-        final: dict[Any, dict | None] = {}
+        final: dict[Hashable, dict | None] = {}
         for id_, old, new in moves:
             final[id_] = new
         field, objects, tokenize = self.field, self.objects, self.scheme.shingler._tokens
-        ids, token_sets, found = [], [], []
+        ids: list[Hashable] = []
+        token_sets: list[frozenset[str]] = []
+        found: list[dict] = []
         for id_, new in final.items():
             text = new.get(field) if new is not None else None
-            if not isinstance(text, str):
+            if new is None or not isinstance(text, str):
                 self._drop(id_)
                 continue
             before = objects.get(id_)
@@ -149,9 +151,9 @@ class SimilarStoreIndex:
             self.tokens.update(zip(ids, token_sets))
             objects.update(zip(ids, found))
 
-    def _move(self, id_: Any, new: dict | None) -> None:
+    def _move(self, id_: Hashable, new: dict | None) -> None:
         text = new.get(self.field) if new is not None else None
-        if not isinstance(text, str):
+        if new is None or not isinstance(text, str):
             self._drop(id_)
             return
         before = self.objects.get(id_)
@@ -159,9 +161,8 @@ class SimilarStoreIndex:
             self.objects[id_] = new         # same text: same bands
             # the routing of this change looks them up next: from here, not
             # hashed again
-            lsh = self.lsh.keys
-            self.scheme.features.remember(text, Features(
-                self.tokens[id_], tuple(lsh.matrix[lsh.row_of[id_]].tolist())))
+            self.scheme.features.remember(text, Features(self.tokens[id_],
+                                                         self.lsh.bands_of(id_)))
             return
         features = self.scheme.features(text)
         if features is None:                # no words
@@ -186,7 +187,7 @@ class SimilarStoreIndex:
         if not sizes:
             return []
         objects, tokens, common = self.objects, self.tokens, wanted.intersection
-        found = {}
+        found: dict[Hashable, dict] = {}
         for id_ in self.lsh.query_bands(query.bands, (min(sizes), max(sizes))):
             have = tokens[id_]
             n = len(have)
@@ -197,12 +198,12 @@ class SimilarStoreIndex:
         # the view's filter checks these again: hand it their tokens and
         # bands, known here, rather than have it hash each text again
         if found:
-            field, rows, matrix = self.field, self.lsh.keys.row_of, self.lsh.keys.matrix
+            field, bands_of = self.field, self.lsh.bands_of
             remember, shingled = self.scheme.features.remember, self.scheme.shingler.tokens.remember
             for id_, obj in found.items():
                 text, have = obj[field], tokens[id_]
                 shingled(text, have)
-                remember(text, Features(have, tuple(matrix[rows[id_]].tolist())))
+                remember(text, Features(have, bands_of(id_)))
         return [found]
 
     def __len__(self) -> int:
@@ -221,14 +222,20 @@ class Similar(Operator):
     check_literals = True
 
     # -- the views file ------------------------------------------------------------------
-    def parse(self, field: str | None, spec: Any, view: str) -> Condition:
+    def parse(self, field: str | None, spec: object, view: str) -> Condition:
         field, threshold, shingle, stem = parse_settings(
             spec, view, "similar", ("field", "text", "threshold"))
+        assert isinstance(spec, dict)               # parse_settings says so
         text = parse_operand(spec["text"])
-        operand = SimilarOperand(text, threshold, shingle, stem)
         if not isinstance(text, Ref):
             try:
                 self.check("text", "similar.text", text)
+            except ParamError as e:
+                raise ViewDefinitionError(f"{view}: similar: {e}") from None
+            assert isinstance(text, str)            # check says so
+        operand = SimilarOperand(text, threshold, shingle, stem)
+        if not isinstance(text, Ref):
+            try:
                 self._fits(operand, text, "text")
             except ParamError as e:
                 raise ViewDefinitionError(f"{view}: similar: {e}") from None
@@ -238,10 +245,10 @@ class Similar(Operator):
         text = condition.operand.text
         return [(text, "similar.text")] if isinstance(text, Ref) else []
 
-    def link(self, uses: list[tuple[str, Condition]], views: dict[str, Any]) -> None:
+    def link(self, uses: list[tuple[str, Condition]], views: Mapping[str, object]) -> None:
         """One banding per (type, field, shingle, stem): for the lowest
         threshold of the views that share it."""
-        lowest: dict[tuple, float] = {}
+        lowest: dict[tuple[str, str | None, int, bool], float] = {}
         for type_, c in uses:
             o = c.operand
             key = (type_, c.field, o.shingle, o.stem)
@@ -252,7 +259,7 @@ class Similar(Operator):
             o.scheme = scheme_for(o.shingle, o.stem, *choose_bands(threshold))
 
     # -- parameters ------------------------------------------------------------------------
-    def check(self, name: str, role: str, value: Any) -> Any:
+    def check(self, name: str, role: str, value: object) -> object:
         if not isinstance(value, str) or not value.strip():
             raise bad_param(name, "a text with at least one word")
         if len(value) > MAX_TEXT:
@@ -333,12 +340,12 @@ class Similar(Operator):
     def routable(self, condition: Condition) -> bool:
         return True         # by the bands of its text, a parameter or a literal
 
-    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set:
+    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set[Hashable]:
         o = condition.operand
         features = o.get_scheme().features(resolve(o.text, values))
         return set() if features is None else _salted(features.bands)
 
-    def object_keys(self, condition: Condition, obj: dict) -> set:
+    def object_keys(self, condition: Condition, obj: dict) -> set[Hashable]:
         text = obj.get(condition.field)
         if not isinstance(text, str):
             return set()
@@ -346,10 +353,12 @@ class Similar(Operator):
         return set() if features is None else _salted(features.bands)
 
     # -- the store -------------------------------------------------------------------------
-    def store_index(self, condition: Condition):
+    def store_index(self,
+                    condition: Condition) -> tuple[Hashable, Callable[[], StoreIndex]] | None:
         field, scheme = condition.field, condition.operand.get_scheme()
+        assert field is not None                    # parse gives every similar its field
         return ("similar", field, scheme.key), lambda: SimilarStoreIndex(field, scheme)
 
 
-def _salted(bands: tuple[int, ...]) -> set[int]:
+def _salted(bands: tuple[int, ...]) -> set[Hashable]:
     return {h ^ s for h, s in zip(bands, _SALTS)}

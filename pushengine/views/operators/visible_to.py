@@ -4,11 +4,10 @@ only ``public: true`` is public. Routes by the users who may see an object
 (every query, for a public one)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Hashable
 
 from pushengine.views.operators.base import (
-    ALL, SESSION_USER, Condition, Operator, Predicate, Ref, ViewDefinitionError,
-    parse_operand, register, resolve)
+    ALL, SESSION_USER, Condition, Predicate, SessionOperand, register, resolve)
 from pushengine.views.values import index_key, json_equal
 
 
@@ -17,7 +16,7 @@ def is_private(obj: dict) -> bool:
     return obj.get("public") is not True
 
 
-def visible_to(obj: dict, user: Any) -> bool:
+def visible_to(obj: dict, user: object) -> bool:
     """Public, owned by the user, or listing the user in ``allowed_users``."""
     if obj.get("public") is True:
         return True
@@ -30,33 +29,24 @@ def visible_to(obj: dict, user: Any) -> bool:
 
 
 @register
-class VisibleTo(Operator):
+class VisibleTo(SessionOperand):
     name = "visible_to"
-    own_key = True
+    session_value = SESSION_USER
     roles = ("visible_to",)
     takes_session_user = True
     route_rank = 4
-
-    def parse(self, field: str | None, spec: Any, view: str) -> Condition:
-        operand = parse_operand(spec)
-        if operand != Ref(SESSION_USER):
-            raise ViewDefinitionError(f"{view}: 'visible_to' takes $session.user")
-        return Condition("visible_to", None, operand)
-
-    def check(self, name: str, role: str, value: Any) -> Any:  # pragma: no cover
-        return value    # only ever bound to the session's user
 
     def bind(self, condition: Condition, values: dict[str, Any]) -> Predicate:
         user = resolve(condition.operand, values)
         return lambda obj: visible_to(obj, user)
 
-    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set:
+    def query_keys(self, condition: Condition, values: dict[str, Any]) -> set[Hashable]:
         return {index_key(resolve(condition.operand, values))}
 
-    def object_keys(self, condition: Condition, obj: dict) -> set | None:
+    def object_keys(self, condition: Condition, obj: dict) -> set[Hashable] | None:
         if not is_private(obj):
             return ALL
-        keys = {index_key(obj.get("user_id"))}
+        keys: set[Hashable] = {index_key(obj.get("user_id"))}
         allowed = obj.get("allowed_users")
         if isinstance(allowed, list):
             keys.update(index_key(u) for u in allowed)
