@@ -29,6 +29,8 @@ from importlib import metadata
 from typing import Any, Iterable, Mapping
 
 from pushengine.api.rpc import MAX_ITEMS, MAX_STRING, Method
+from pushengine.bloom.methods import MAX_ITEMS as MAX_BLOOM_ITEMS
+from pushengine.bloom.params import MAX_CAPACITY, MAX_EXPANSION
 from pushengine.core.events import RawJSON
 from pushengine.views.operators.eq import MAX_STRING as MAX_SCALAR_STRING
 from pushengine.views.operators.has_word import MAX_WORD
@@ -103,16 +105,17 @@ SUBSCRIBED: Schema = {
                "description": "the view's current objects, in view order"}],
     "description": "[key, state]"}
 BLOOM_KEY = _string("the filter's name", min_length=1)
-BLOOM_ITEM: Schema = {"type": ["string", "number"], "description": "an item"}
-BLOOM_ITEMS: Schema = {"type": "array", "items": BLOOM_ITEM, "maxItems": 1000}
+BLOOM_ITEM: Schema = {"type": ["string", "integer"], "description": "an item"}
+BLOOM_ITEMS: Schema = {"type": "array", "items": BLOOM_ITEM, "minItems": 1,
+                       "maxItems": MAX_BLOOM_ITEMS}
 BLOOM_ANSWERS: Schema = {"type": "array", "items": {"oneOf": [
     {"type": "integer", "enum": [0, 1]},
     {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message"],
         "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}}}}]}}
 ADMIN_KEY = _nullable(_string("the admin key (null: the Bearer token of the request)"))
-EXPANSION: Schema = _nullable({"type": "integer", "minimum": 1, "maximum": 32768})
-CAPACITY: Schema = {"type": "integer", "minimum": 1, "maximum": 2 ** 53}
+EXPANSION: Schema = _nullable({"type": "integer", "minimum": 1, "maximum": MAX_EXPANSION})
+CAPACITY: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_CAPACITY}
 ERROR_RATE: Schema = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}
 
 
