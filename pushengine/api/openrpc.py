@@ -7,7 +7,8 @@ its params in the order the dispatcher matches them (``Method.names``), a
 JSON Schema for each, its result and the application errors it may answer.
 
 The engine's own methods are described by ``DESCRIPTIONS`` below, keyed by
-method name; a view alias is described from the views file (``sid``, then
+method name, the feature packages' by theirs (``bloom.describe``,
+``admin.describe``: the node merges them); a view alias is described from the views file (``sid``, then
 the view's declared params with the schema of the role each plays, the
 ``limit`` with the view's default and maximum); a namespaced name is
 described as the method it repeats. A method that has no description gets
@@ -29,8 +30,6 @@ from importlib import metadata
 from typing import Any, Iterable, Mapping
 
 from pushengine.api.rpc import MAX_ITEMS, MAX_STRING, Method
-from pushengine.bloom.methods import MAX_ITEMS as MAX_BLOOM_ITEMS
-from pushengine.bloom.params import MAX_CAPACITY, MAX_EXPANSION
 from pushengine.core.events import RawJSON
 from pushengine.views.operators.eq import MAX_STRING as MAX_SCALAR_STRING
 from pushengine.views.operators.has_word import MAX_WORD
@@ -104,19 +103,6 @@ SUBSCRIBED: Schema = {
               {"type": "array", "items": OBJECT,
                "description": "the view's current objects, in view order"}],
     "description": "[key, state]"}
-BLOOM_KEY = _string("the filter's name", min_length=1)
-BLOOM_ITEM: Schema = {"type": ["string", "integer"], "description": "an item"}
-BLOOM_ITEMS: Schema = {"type": "array", "items": BLOOM_ITEM, "minItems": 1,
-                       "maxItems": MAX_BLOOM_ITEMS}
-BLOOM_ANSWERS: Schema = {"type": "array", "items": {"oneOf": [
-    {"type": "integer", "enum": [0, 1]},
-    {"type": "object", "required": ["error"], "properties": {"error": {
-        "type": "object", "required": ["code", "message"],
-        "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}}}}]}}
-ADMIN_KEY = _nullable(_string("the admin key (null: the Bearer token of the request)"))
-EXPANSION: Schema = _nullable({"type": "integer", "minimum": 1, "maximum": MAX_EXPANSION})
-CAPACITY: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_CAPACITY}
-ERROR_RATE: Schema = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}
 
 
 @dataclass(frozen=True)
@@ -134,8 +120,6 @@ class Description:
 
 
 SUBSCRIBE_ERRORS = (1001, 1002, 1003, 1004, -32602)
-ADMIN_ERRORS = (1001, 1003, 1007)
-BLOOM_ERRORS = (1003, 1010, 1011, -32602)
 
 DESCRIPTIONS: dict[str, Description] = {
     "session.create": Description(
@@ -195,54 +179,6 @@ DESCRIPTIONS: dict[str, Description] = {
         "The authorized users present in the view of a session's subscription.",
         {"sid": SID, "key": KEY}, {"type": "array", "items": USER_ID},
         (1001, 1005, -32602), result_name="users"),
-    "bf.reserve": Description(
-        "Create a Bloom filter (BF.RESERVE).",
-        {"key": BLOOM_KEY, "error_rate": ERROR_RATE, "capacity": CAPACITY,
-         "expansion": EXPANSION, "nonscaling": {"type": "boolean", "default": False}},
-        {"type": "string", "const": "OK"}, BLOOM_ERRORS),
-    "bf.add": Description(
-        "Add an item (BF.ADD): 1 when it was new.", {"key": BLOOM_KEY, "item": BLOOM_ITEM},
-        {"type": "integer", "enum": [0, 1]}, BLOOM_ERRORS),
-    "bf.madd": Description(
-        "Add items (BF.MADD).", {"key": BLOOM_KEY, "items": BLOOM_ITEMS}, BLOOM_ANSWERS,
-        BLOOM_ERRORS),
-    "bf.exists": Description(
-        "Whether an item may be in a filter (BF.EXISTS).",
-        {"key": BLOOM_KEY, "item": BLOOM_ITEM}, {"type": "integer", "enum": [0, 1]},
-        BLOOM_ERRORS),
-    "bf.mexists": Description(
-        "Whether items may be in a filter (BF.MEXISTS).",
-        {"key": BLOOM_KEY, "items": BLOOM_ITEMS},
-        {"type": "array", "items": {"type": "integer", "enum": [0, 1]}}, BLOOM_ERRORS),
-    "bf.insert": Description(
-        "Add items, creating the filter when it is missing (BF.INSERT).",
-        {"key": BLOOM_KEY, "items": BLOOM_ITEMS, "capacity": _nullable(CAPACITY),
-         "error": _nullable(ERROR_RATE), "expansion": EXPANSION,
-         "nocreate": {"type": "boolean", "default": False},
-         "nonscaling": {"type": "boolean", "default": False}},
-        BLOOM_ANSWERS, BLOOM_ERRORS),
-    "bf.info": Description(
-        "A filter's capacity, size, layers, items and expansion (BF.INFO).",
-        {"key": BLOOM_KEY}, OBJECT, BLOOM_ERRORS),
-    "admin.subscribe": Description(
-        "Subscribe a session to every node's statistics.", {"sid": SID, "key": ADMIN_KEY},
-        SUBSCRIBED, ADMIN_ERRORS, result_name="subscribed"),
-    "admin.unsubscribe": Description(
-        "End a session's subscription to the node statistics.",
-        {"sid": SID, "key": ADMIN_KEY}, {"type": "boolean"}, ADMIN_ERRORS),
-    "admin.stats": Description(
-        "Every node's statistics, now.", {"key": ADMIN_KEY},
-        {"type": "array", "items": OBJECT}, (1003, 1007), result_name="nodes"),
-    "admin.publish": Description(
-        "Publish one change or a list, as POST /api/publish does.",
-        {"key": ADMIN_KEY, "changes": {"oneOf": [OBJECT, {"type": "array", "items": OBJECT,
-                                                          "maxItems": MAX_ITEMS}]}},
-        {"type": "object", "required": ["accepted"],
-         "properties": {"accepted": COUNT}}, (1003, 1007, -32602, -32603)),
-    "admin.session": Description(
-        "One session's node, user, delivery and subscriptions; null when unknown.",
-        {"key": ADMIN_KEY, "sid": SID}, _nullable(OBJECT), (1003, 1007, -32602),
-        result_name="session"),
     DISCOVER: Description(
         "This document: the OpenRPC description of the methods this node answers.", {},
         {"type": "object", "required": ["openrpc", "info", "methods"]},
@@ -328,18 +264,20 @@ def _origin(name: str, table: Mapping[str, Method]) -> str:
     return name
 
 
-def _describe(name: str, table: Mapping[str, Method], catalog: Any) -> dict[str, Any] | None:
+def _describe(name: str, table: Mapping[str, Method], catalog: Any,
+              descriptions: Mapping[str, Description]) -> dict[str, Any] | None:
     method = table[name]
     views = getattr(catalog, "methods", {})
     for candidate in (name, _origin(name, table)):
         if candidate in views:
             return _alias(name, method, views[candidate])
-        if candidate in DESCRIPTIONS:
-            return _described(name, method, DESCRIPTIONS[candidate], catalog)
+        if candidate in descriptions:
+            return _described(name, method, descriptions[candidate], catalog)
     return None
 
 
-def undescribed(table: Mapping[str, Method], catalog: Any) -> list[str]:
+def undescribed(table: Mapping[str, Method], catalog: Any,
+                descriptions: Mapping[str, Description] = DESCRIPTIONS) -> list[str]:
     """The methods of ``table`` the document cannot describe, and the
     params (``method(param)``) a description leaves out or names wrongly."""
     missing = []
@@ -348,7 +286,7 @@ def undescribed(table: Mapping[str, Method], catalog: Any) -> list[str]:
         origin = _origin(name, table)
         if name in views or origin in views:
             continue
-        about = DESCRIPTIONS.get(name) or DESCRIPTIONS.get(origin)
+        about = descriptions.get(name) or descriptions.get(origin)
         if about is None:
             missing.append(name)
             continue
@@ -358,12 +296,13 @@ def undescribed(table: Mapping[str, Method], catalog: Any) -> list[str]:
 
 
 def openrpc_document(table: Mapping[str, Method], catalog: Any,
-                     version: str | None = None) -> dict[str, Any]:
+                     version: str | None = None,
+                     descriptions: Mapping[str, Description] = DESCRIPTIONS) -> dict[str, Any]:
     """The OpenRPC document of every method in ``table`` (name → Method,
     the dispatcher's), in the table's order."""
     methods = []
     for name, method in table.items():
-        described = _describe(name, table, catalog)
+        described = _describe(name, table, catalog, descriptions)
         if described is None:
             described = {"name": name, "params": [
                 _param(p, {}, i < method.required) for i, p in enumerate(method.names)],
@@ -388,9 +327,14 @@ def openrpc_document(table: Mapping[str, Method], catalog: Any,
 class Discovery:
     """``rpc.discover`` and the bytes of ``GET /api/openrpc.json``."""
 
-    def __init__(self, catalog: Any, version: str | None = None) -> None:
+    def __init__(self, catalog: Any, version: str | None = None,
+                 descriptions: Mapping[str, Description] | None = None) -> None:
+        """``descriptions``: the engine's own (``DESCRIPTIONS``) and those the
+        feature packages give for their methods (``bloom.describe``,
+        ``admin.describe``), merged by the node."""
         self.catalog = catalog
         self.version = version
+        self.descriptions = DESCRIPTIONS if descriptions is None else descriptions
         self.document: dict[str, Any] | None = None
         self.body = b""
         self._text = RawJSON("null")
@@ -401,7 +345,7 @@ class Discovery:
     def describe(self, table: Mapping[str, Method]) -> dict[str, Any]:
         """Build the document of the node's final table (once: it does not
         change while the node runs)."""
-        self.document = openrpc_document(table, self.catalog, self.version)
+        self.document = openrpc_document(table, self.catalog, self.version, self.descriptions)
         text = json.dumps(self.document, ensure_ascii=False, separators=(",", ":"))
         self._text = RawJSON(text)
         self.body = text.encode("utf-8")

@@ -126,8 +126,11 @@ class Node:
         self._admin()
         self.rpc_errors: dict[int, int] = {}
         self.call_rate = CallRate(reactor, options["client-rate"])
-        from pushengine.api.openrpc import Discovery
-        self.discovery = Discovery(self.catalog)
+        from pushengine.admin import describe as admin_described
+        from pushengine.api.openrpc import DESCRIPTIONS, Discovery
+        from pushengine.bloom import describe as bloom_described
+        self.discovery = Discovery(self.catalog, descriptions={
+            **DESCRIPTIONS, **bloom_described.DESCRIPTIONS, **admin_described.DESCRIPTIONS})
         try:
             # a view alias that takes a built-in name, or one that --namespace
             # would give twice, is a usage error

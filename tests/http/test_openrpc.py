@@ -178,7 +178,7 @@ def test_every_method_is_described(argv: tuple, views: str) -> None:
     """A method added to the node without a description (and its params)
     in pushengine/api/openrpc.py fails here."""
     node = ClockNode(*(views if a is None else a for a in argv))
-    assert undescribed(node.dispatcher.methods, node.catalog) == []
+    assert undescribed(node.dispatcher.methods, node.catalog, node.discovery.descriptions) == []
     for method in node.discovery.document["methods"]:
         assert method.get("summary") and method["result"]["schema"], method["name"]
         assert all(p["schema"] for p in method["params"]), method["name"]
@@ -188,8 +188,8 @@ def test_a_method_without_a_description_is_named_and_left_permissive() -> None:
     node = ClockNode()
     table = {**node.dispatcher.methods, "extra.thing": Method(lambda a, b=1: a, ["a", "b"], 1),
              "stats.online": Method(lambda key=None, sid=None, more=None: 0)}
-    assert undescribed(table, node.catalog) == ["stats.online(more)", "extra.thing"]
-    extra = by_name(openrpc_document(table, node.catalog))["extra.thing"]
+    assert undescribed(table, node.catalog, node.discovery.descriptions) == ["stats.online(more)", "extra.thing"]
+    extra = by_name(openrpc_document(table, node.catalog, descriptions=node.discovery.descriptions))["extra.thing"]
     assert extra["params"] == [{"name": "a", "schema": {}, "required": True},
                                {"name": "b", "schema": {}, "required": False}]
     assert extra["result"]["schema"] == {}
