@@ -126,14 +126,21 @@ class Node:
         self._admin()
         self.rpc_errors: dict[int, int] = {}
         self.call_rate = CallRate(reactor, options["client-rate"])
+        from pushengine.admin import describe as admin_described
+        from pushengine.api.openrpc import DESCRIPTIONS, Discovery
+        from pushengine.bloom import describe as bloom_described
+        self.discovery = Discovery(self.catalog, descriptions={
+            **DESCRIPTIONS, **bloom_described.DESCRIPTIONS, **admin_described.DESCRIPTIONS})
         try:
             # a view alias that takes a built-in name, or one that --namespace
             # would give twice, is a usage error
             methods = method_table([self.api.methods(), self.bloom_methods.methods(),
-                                    self.presence.methods(), self.admin_methods.methods()],
+                                    self.presence.methods(), self.admin_methods.methods(),
+                                    self.discovery.methods()],
                                    self.catalog, options.get("namespace"))
         except ViewDefinitionError as e:
             raise usage.UsageError(self._views_error(e)) from None
+        self.discovery.describe(methods)        # rpc.discover, GET /api/openrpc.json
         self.dispatcher = Dispatcher(methods, max_batch=options["max-batch"],
                                      on_error=self._count_error, admit=self._admit)
         self.sources["feed"] = self.feed
@@ -161,6 +168,7 @@ class Node:
         ``--admin-key``, the admin page."""
         from pushengine.transports.sse import EventsResource
         from pushengine.transports.websocket import WebSocketResource
+        from pushengine.web.openrpc import openrpc_route
         sse = EventsResource(self.api, self.policy, self.reactor)
         ws = WebSocketResource(self.dispatcher, self.engine.sessions, self.policy, self.reactor,
                                self.options["max-body"])
@@ -168,7 +176,8 @@ class Node:
                   Route.resource("/api/ws", ws, ("GET",), shape="stream"),
                   Route.resource("/api/segments", self.segment_uploads, shape="stream"),
                   Route.resource("/api/segments/", self.segment_uploads, branch=True,
-                                 shape="stream")]
+                                 shape="stream"),
+                  openrpc_route(self.discovery, self.policy)]
         if self.admin_hub is not None:
             from pushengine.web.admin import AdminPage
             routes.append(Route.get("/admin/", AdminPage().serve, branch=True))
