@@ -2163,7 +2163,7 @@ def make_config(argv: list[str] | None = None) -> dict:
     p.add_argument("--quiet", type=float, default=5.0,
                    help="stop draining after this many seconds without an event")
     p.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/")
-    p.add_argument("--exchange", default="pushengine.core.changes")
+    p.add_argument("--exchange", default="pushengine.changes")
     p.add_argument("--report-interval", type=float, default=1.0,
                    help="seconds between the workers' reports to the coordinator")
     p.add_argument("--label", default="")

@@ -37,7 +37,7 @@ DEFAULTS = {
     "ping-interval": 30.0,
     "online-period": 60.0,
     "amqp": None,
-    "amqp-exchange": "pushengine.core.changes",
+    "amqp-exchange": "pushengine.changes",
     "memcache": None,
     "redis": None,
     "store-url": None,

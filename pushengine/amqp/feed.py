@@ -27,7 +27,7 @@ from pushengine.core.interfaces import ChangeSink
 
 log = Logger()
 
-DEFAULT_EXCHANGE = "pushengine.core.changes"
+DEFAULT_EXCHANGE = "pushengine.changes"
 QUEUE_PREFIX = "pushengine.node."
 DEFAULT_PREFETCH = 500
 DEFAULT_QUEUE_TTL = 3600.0

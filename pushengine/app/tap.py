@@ -51,7 +51,7 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("ping-interval", 30.0, "Seconds between pings of a quiet view.", float),
     ("online-period", 60.0, "Seconds a polling session counts as online.", float),
     ("amqp", None, "RabbitMQ URL, amqp://user:pass@host:5672/vhost.", None),
-    ("amqp-exchange", "pushengine.core.changes", "The fanout exchange of changes.", None),
+    ("amqp-exchange", "pushengine.changes", "The fanout exchange of changes.", None),
     ("node-id", None, "This node's name (queue name, metrics); default host-port.", None),
     ("memcache", None, "memcached servers host:port[,host:port...].", None),
     ("redis", None, "Redis URL of the session registry, redis://host:6379/0.", None),
