@@ -16,6 +16,14 @@ read folds the records in order. When the value grows past
 tried later).
 
 Key: ``{name}`` → records.
+
+Both arrays are part of the memcached layer's public library (exported by
+``pushengine.memcache``, documented in docs/memcache.md) and are not used by
+the engine itself: they are kept as two of the classic memcached structures the
+specification asks the layer to offer to applications built on the engine.
+Nothing the engine keeps across nodes needs them, and using them there would
+add a memcached round trip to a request path. Their API is public: change it
+together with docs/memcache.md and their tests.
 """
 from __future__ import annotations
 

@@ -8,6 +8,14 @@ checks the listed members against their keys with one ``get_multi``, so a
 member whose key was evicted or removed is not reported.
 
 Keys: ``{name}:m:{member}`` → ``1``; ``{name}:index`` → the index records.
+
+The table is part of the memcached layer's public library (exported by
+``pushengine.memcache``, documented in docs/memcache.md) and is not used by
+the engine itself: it is kept as one of the classic memcached structures the
+specification asks the layer to offer to applications built on the engine.
+Nothing the engine keeps across nodes needs one, and using one there would
+add a memcached round trip to a request path. Its API is public: change it
+together with docs/memcache.md and its tests.
 """
 from __future__ import annotations
 
