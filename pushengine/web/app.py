@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from klein import Klein
 from klein.interfaces import IKleinRequest
+from klein.resource import KleinResource
 from twisted.internet.defer import CancelledError
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -251,7 +252,7 @@ class EdgeResource(Resource):
         self.table = table
         self.calls = {target: CallResource(call, policy)
                       for target, call in table.calls().items()}
-        self.klein: Any = KleinPages(table).resource
+        self.klein: KleinResource = KleinPages(table).resource
 
     def render(self, request: Request) -> Any:
         call = self.calls.get((request.method, request.path))
