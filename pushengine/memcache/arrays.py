@@ -17,13 +17,12 @@ tried later).
 
 Key: ``{name}`` → records.
 
-Both arrays are part of the memcached layer's public library (exported by
-``pushengine.memcache``, documented in docs/memcache.md) and are not used by
-the engine itself: they are kept as two of the classic memcached structures the
-specification asks the layer to offer to applications built on the engine.
-Nothing the engine keeps across nodes needs them, and using them there would
-add a memcached round trip to a request path. Their API is public: change it
-together with docs/memcache.md and their tests.
+Both arrays are part of the layer's public library and not used by the
+engine itself. They are kept because the specification asks the layer to
+offer the classic memcached structures to applications built on the engine;
+the engine keeps no list in memcached (what it shares across nodes needs
+Redis, which does not evict it). docs/memcache.md documents their API, and
+its examples run as a test.
 """
 from __future__ import annotations
 

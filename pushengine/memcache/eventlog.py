@@ -15,13 +15,11 @@ whole seconds) never mixes with the chunk that reuses its place in the
 ring. A chunk holds at most memcached's item size (1 MiB by default) of
 events; appends beyond it fail.
 
-The event log is part of the memcached layer's public library (exported by
-``pushengine.memcache``, documented in docs/memcache.md) and is not used by
-the engine itself: it is kept as one of the classic memcached structures the
-specification asks the layer to offer to applications built on the engine.
-Nothing the engine keeps across nodes needs one, and using one there would
-add a memcached round trip to a request path. Its API is public: change it
-together with docs/memcache.md and its tests.
+Part of the layer's public library, not used by the engine itself: kept
+because the specification lists a time-bucketed event log among the layer's
+structures, for applications built on the engine; nothing on the engine's
+request path needs one, and writing one there would cost a memcached round
+trip. docs/memcache.md documents the API.
 """
 from __future__ import annotations
 

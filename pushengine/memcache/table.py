@@ -9,13 +9,11 @@ member whose key was evicted or removed is not reported.
 
 Keys: ``{name}:m:{member}`` → ``1``; ``{name}:index`` → the index records.
 
-The table is part of the memcached layer's public library (exported by
-``pushengine.memcache``, documented in docs/memcache.md) and is not used by
-the engine itself: it is kept as one of the classic memcached structures the
-specification asks the layer to offer to applications built on the engine.
-Nothing the engine keeps across nodes needs one, and using one there would
-add a memcached round trip to a request path. Its API is public: change it
-together with docs/memcache.md and its tests.
+Part of the layer's public library, not used by the engine itself: kept
+because the specification asks the layer for a shared set, for applications
+built on the engine; the engine's own sets (subscriptions, audience
+segments) live in the process or in Redis, which does not evict them.
+docs/memcache.md documents the API.
 """
 from __future__ import annotations
 
