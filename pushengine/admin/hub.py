@@ -137,12 +137,12 @@ class AdminHub:
         return False
 
     # hooks of the Api (``Api.hooks``) and of expiry (``expire_hooks``)
-    def created(self, session: Any) -> None:
+    def created(self, session: Session) -> None:
         pass
 
     changed = polled = created
 
-    def destroyed(self, session: Any) -> None:
+    def destroyed(self, session: Session) -> None:
         self.subscribers.discard(session)
 
     expired = destroyed

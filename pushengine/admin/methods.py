@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hmac
 from collections import deque
-from typing import Any, NoReturn, Protocol, cast
+from typing import Any, NoReturn, Protocol, Sequence, cast
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.interfaces import IReactorTime
@@ -51,6 +51,29 @@ class RecordLookup(Protocol):
     (``owner``, ``user``, ``seq``, ``subs``), or None."""
 
     def lookup(self, sid: str) -> Deferred[Any]: ...
+
+
+class RecordedSubscription(Protocol):
+    """A subscription of a session record (``cluster.record.Subscription``)."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+
+class SessionRecord(Protocol):
+    """What the admin methods read of a session's record in the registry
+    (``cluster.record.SessionRecord``)."""
+
+    @property
+    def owner(self) -> str: ...
+
+    @property
+    def user(self) -> object: ...
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def subs(self) -> Sequence[RecordedSubscription]: ...
 
 
 def _bytes(text: str) -> bytes:
@@ -205,7 +228,7 @@ class AdminMethods:
         if self.registry is None:
             return None
 
-        def found(record: Any) -> dict[str, Any] | None:
+        def found(record: SessionRecord | None) -> dict[str, Any] | None:
             if record is None:
                 return None
             return {"session": sid, "node": record.owner, "here": False, "user": record.user,

@@ -11,6 +11,7 @@ import re
 import socket
 from typing import Any
 
+from twisted.application.service import MultiService
 from twisted.python import usage
 
 from pushengine.web.clients import parse_networks
@@ -175,7 +176,7 @@ def tune_gc() -> None:
     gc.freeze()
 
 
-def makeService(options: Options):
+def makeService(options: Options) -> MultiService:
     from twisted.internet import reactor
 
     from pushengine.app.service import build_service

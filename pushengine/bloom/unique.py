@@ -21,7 +21,7 @@ the caller: with Redis down ``touch`` logs and ``count`` reads 0.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Protocol
 
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorTime
@@ -118,6 +118,14 @@ class UniqueUsers:
     counter_names = ("added", "errors")
 
 
+class SubscribedSession(Protocol):
+    """What the hooks read of a session (``core.sessions.Session``); its
+    ``user``, when it has one, is read with getattr."""
+
+    @property
+    def subs(self) -> Mapping[str, object]: ...
+
+
 class UniqueHooks:
     """``Api.hooks`` member: a session counts its user in its view keys when
     it subscribes, is authorized, or polls (``UniqueUsers.touch``)."""
@@ -125,19 +133,19 @@ class UniqueHooks:
     def __init__(self, unique: UniqueUsers) -> None:
         self.unique = unique
 
-    def _touch(self, session: Any) -> None:
+    def _touch(self, session: SubscribedSession) -> None:
         user = getattr(session, "user", None)
         if user is not None and session.subs:
             self.unique.touch(user, list(session.subs))
 
-    def created(self, session: Any) -> None:
+    def created(self, session: SubscribedSession) -> None:
         return None
 
-    def destroyed(self, session: Any) -> None:
+    def destroyed(self, session: SubscribedSession) -> None:
         return None
 
-    def changed(self, session: Any) -> None:
+    def changed(self, session: SubscribedSession) -> None:
         self._touch(session)
 
-    def polled(self, session: Any) -> None:
+    def polled(self, session: SubscribedSession) -> None:
         self._touch(session)

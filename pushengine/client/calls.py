@@ -120,7 +120,7 @@ def delete_change(type_: str, id_: Item, id_field: str = "id") -> dict[str, Any]
     return {"type": type_, "action": "delete", "obj": {id_field: id_}}
 
 
-def _batch(changes: Any) -> list[Any]:
+def _batch(changes: object) -> list[object]:
     """One change (a mapping) or an iterable of them, as a list: the node
     names a bad change by its index in the list."""
     if isinstance(changes, Mapping) or hasattr(changes, "to_json"):
@@ -130,7 +130,7 @@ def _batch(changes: Any) -> list[Any]:
     return list(changes)
 
 
-def _to_json(value: Any) -> Any:
+def _to_json(value: object) -> object:
     to_json = getattr(value, "to_json", None)
     if callable(to_json):
         return to_json()
@@ -141,7 +141,7 @@ def _to_json(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def encode(value: Any) -> bytes:
+def encode(value: object) -> bytes:
     """UTF-8 JSON, strictly: NaN, infinities and text UTF-8 cannot carry (a
     lone surrogate) are refused here with BadInput, before anything is sent."""
     try:
@@ -215,45 +215,45 @@ def rest_reader(convert: Callable[[Any], T], ok: tuple[int, ...] = (200,)
     return read
 
 
-def _unexpected(what: str, value: Any) -> ServerError:
+def _unexpected(what: str, value: object) -> ServerError:
     return ServerError(f"expected {what} in the answer, not {str(value)[:100]!r}")
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     if type(value) is not int:
         raise _unexpected("an integer", value)
     return value
 
 
-def _bool(value: Any) -> bool:
+def _bool(value: object) -> bool:
     if value not in (0, 1) or type(value) not in (int, bool):
         raise _unexpected("1 or 0", value)
     return bool(value)
 
 
-def _str(value: Any) -> str:
+def _str(value: object) -> str:
     if not isinstance(value, str):
         raise _unexpected("a string", value)
     return value
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _unexpected("an object", value)
     return value
 
 
-def _list(value: Any) -> list[Any]:
+def _list(value: object) -> list[Any]:
     if not isinstance(value, list):
         raise _unexpected("a list", value)
     return value
 
 
-def _bools(value: Any) -> list[bool]:
+def _bools(value: object) -> list[bool]:
     return [_bool(v) for v in _list(value)]
 
 
-def _bools_or_rejections(value: Any) -> list[bool | Rejected]:
+def _bools_or_rejections(value: object) -> list[bool | Rejected]:
     """A madd/insert answer: 1/0 per item, or the error in the place of an
     item a full non-scaling filter refused (a ``Rejected``, not raised)."""
     out: list[bool | Rejected] = []
@@ -267,15 +267,15 @@ def _bools_or_rejections(value: Any) -> list[bool | Rejected]:
     return out
 
 
-def _dicts(value: Any) -> list[dict[str, Any]]:
+def _dicts(value: object) -> list[dict[str, Any]]:
     return [_dict(v) for v in _list(value)]
 
 
-def _accepted(value: Any) -> int:
+def _accepted(value: object) -> int:
     return _int(_dict(value).get("accepted"))
 
 
-def _subscription(value: Any) -> tuple[str, list[dict[str, Any]]]:
+def _subscription(value: object) -> tuple[str, list[dict[str, Any]]]:
     pair = _list(value)
     if len(pair) != 2:
         raise _unexpected("[key, state]", value)
@@ -298,7 +298,7 @@ def _anything(value: Any) -> Any:
     return value
 
 
-def _named(**params: Any) -> dict[str, Any]:
+def _named(**params: object) -> dict[str, object]:
     """Named params without those left at the node's default (None)."""
     return {k: v for k, v in params.items() if v is not None}
 

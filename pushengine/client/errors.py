@@ -146,7 +146,7 @@ def kind_of_status(status: int) -> type[PushengineError]:
     return ServerError
 
 
-def kind_of_code(code: Any, status: int | None) -> type[PushengineError]:
+def kind_of_code(code: object, status: int | None) -> type[PushengineError]:
     """The kind of a JSON-RPC error code; a code this client does not know
     is judged by the HTTP status it came with."""
     if isinstance(code, int) and code in _RPC_KINDS:
@@ -167,7 +167,7 @@ def rpc_error(error: Mapping[str, Any], status: int | None = None,
                 data=error, retry_after=retry_after)
 
 
-def http_error(status: int, body: Any, retry_after: float | None = None) -> PushengineError:
+def http_error(status: int, body: object, retry_after: float | None = None) -> PushengineError:
     """The exception of a refused REST answer (``/api/publish``,
     ``/api/segments``): ``{"error": "text", "details": [...]}`` or
     ``{"error": {"code", "message", ...}}``."""

@@ -25,7 +25,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
@@ -163,7 +163,7 @@ class SyncClient(Api):
 
     def _write(self, conn: http.client.HTTPConnection, request: Request, path: str) -> None:
         headers = dict(request.headers)
-        body: Any = request.body
+        body: bytes | Upload | Iterator[bytes] | None = request.body
         if isinstance(body, Upload):
             if body.size is not None:
                 headers["Content-Length"] = str(body.size)

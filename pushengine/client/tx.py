@@ -84,7 +84,7 @@ class HTTPClient(Protocol):
     ``treq.testing.StubTreq`` (whose Deferreds fire with an HTTPResponse)."""
 
     def request(self, method: str, url: str, *, headers: dict[str, str],
-                data: Any) -> Deferred[Any]: ...
+                data: bytes | UploadProducer | None) -> Deferred[HTTPResponse]: ...
 
 
 def _describe(f: BaseException) -> str:

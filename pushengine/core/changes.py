@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping, TypeAlias, TypeGuard
 
 from pushengine.core import strictjson
+from pushengine.core.strictjson import JsonObject
 
 UPSERT = "upsert"
 DELETE = "delete"
 ACTIONS = {"upsert": UPSERT, "insert": UPSERT, "update": UPSERT, "delete": DELETE}
 DEFAULT_ID_FIELD = "id"
+# an object's id: a non-empty string, or an integer within ±2**53 (valid_id)
+ObjectId: TypeAlias = str | int
 
 
 class MalformedChange(ValueError):
@@ -32,14 +35,14 @@ class Change:
 
     type: str
     action: str
-    id: Any
-    obj: dict
+    id: ObjectId
+    obj: JsonObject
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JsonObject:
         return {"type": self.type, "action": self.action, "obj": self.obj}
 
 
-def valid_id(value: Any) -> bool:
+def valid_id(value: object) -> TypeGuard[ObjectId]:
     """Object ids are non-empty strings of at most 256 characters or integers
     within ±2**53 (not booleans): what every JSON client reads exactly."""
     if isinstance(value, str):
@@ -47,7 +50,7 @@ def valid_id(value: Any) -> bool:
     return strictjson.safe_id(value)
 
 
-def parse_change(item: Any, id_fields: Mapping[str, str] | None = None,
+def parse_change(item: object, id_fields: Mapping[str, str] | None = None,
                  checked: bool = False) -> Change:
     """Validate one decoded change; raise MalformedChange with the reason.
     ``checked``: the value is known to pass ``strictjson.problem`` already."""
@@ -60,7 +63,8 @@ def parse_change(item: Any, id_fields: Mapping[str, str] | None = None,
     type_ = item.get("type")
     if not isinstance(type_, str) or not type_:
         raise MalformedChange("'type' must be a non-empty string")
-    action = ACTIONS.get(item.get("action")) if isinstance(item.get("action"), str) else None
+    action_ = item.get("action")
+    action = ACTIONS.get(action_) if isinstance(action_, str) else None
     if action is None:
         raise MalformedChange(
             "'action' must be one of upsert, insert, update, delete")
@@ -75,7 +79,7 @@ def parse_change(item: Any, id_fields: Mapping[str, str] | None = None,
     return Change(type_, action, id_, obj)
 
 
-def decode_json(body: bytes | str) -> tuple[Any, bool]:
+def decode_json(body: bytes | str) -> tuple[object, bool]:
     """Decode a UTF-8 JSON body: ``(value, checked)``, where ``checked`` says
     the text could not hold anything ``strictjson`` refuses; raise
     MalformedChange when it is not JSON at all. Values are judged change by
@@ -103,7 +107,7 @@ def decode_changes(body: bytes | str,
     return changes_from_json(data, id_fields, checked)
 
 
-def changes_from_json(data: Any, id_fields: Mapping[str, str] | None = None,
+def changes_from_json(data: object, id_fields: Mapping[str, str] | None = None,
                       checked: bool = False) -> tuple[list[Change], list[str]]:
     """Like decode_changes, for an already decoded value (``checked``: known
     to pass ``strictjson.problem``)."""

@@ -7,7 +7,9 @@ fan-out to many sessions costs no re-encoding.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Iterable
+
+from pushengine.core.strictjson import JsonValue
 
 INSERT, UPDATE, DELETE, PING, RESET = "insert", "update", "delete", "ping", "reset"
 
@@ -36,9 +38,10 @@ class Fragment(str):
 DROPPED = Fragment("")
 
 
-def encode_event(key: str, action: str, obj: Any = None, old: Any = None) -> Fragment:
+def encode_event(key: str, action: str, obj: JsonValue = None,
+                 old: JsonValue = None) -> Fragment:
     """The event's JSON without the opening brace and without ``seq``."""
-    event: dict[str, Any] = {"key": key, "action": action}
+    event: dict[str, JsonValue] = {"key": key, "action": action}
     if obj is not None:
         event["obj"] = obj
     if old is not None:
@@ -70,7 +73,7 @@ class RawUTF8(bytes):
     __slots__ = ()
 
 
-def events_json(first: int, fragments) -> RawUTF8:
+def events_json(first: int, fragments: Iterable[Fragment]) -> RawUTF8:
     """Queued fragments, numbered from ``first``, as a JSON list (UTF-8)."""
     return RawUTF8(b"[" + b",".join([b'{"seq":%d,%b' % (seq, f.utf8)
                                      for seq, f in enumerate(fragments, first)

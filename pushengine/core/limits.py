@@ -9,7 +9,7 @@ client is served as before. Time comes from the injected clock.
 from __future__ import annotations
 
 import math
-from typing import Any, Hashable
+from typing import Hashable
 
 from twisted.internet.interfaces import IReactorTime
 
@@ -73,7 +73,7 @@ class SessionCounts:
         self.counts: dict[Hashable, int] = {}
         self.refused = 0
 
-    def may_open(self, client: Any) -> bool:
+    def may_open(self, client: Hashable | None) -> bool:
         if client is None or not self.limit:
             return True
         if self.counts.get(client, 0) >= self.limit:
@@ -81,11 +81,11 @@ class SessionCounts:
             return False
         return True
 
-    def opened(self, client: Any) -> None:
+    def opened(self, client: Hashable | None) -> None:
         if client is not None:
             self.counts[client] = self.counts.get(client, 0) + 1
 
-    def closed(self, client: Any) -> None:
+    def closed(self, client: Hashable | None) -> None:
         if client is None:
             return
         left = self.counts.get(client, 0) - 1

@@ -17,7 +17,16 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+from typing import Any, Mapping, Sequence, TypeAlias, Union
+
+# A JSON value. Its arrays and objects are read-only (Sequence, Mapping) so
+# that a list[dict[str, Any]] is one too. A value straight from a decoder,
+# before ``problem`` has judged it, is ``object``: it may still hold what
+# JSON cannot carry.
+JsonValue: TypeAlias = Union[None, bool, int, float, str, Sequence["JsonValue"],
+                             Mapping[str, "JsonValue"]]
+# a decoded JSON object
+JsonObject: TypeAlias = dict[str, JsonValue]
 
 MAX_DEPTH = 64
 MAX_SAFE_INTEGER = 2 ** 53
@@ -96,7 +105,7 @@ def loads(data: bytes | str) -> Any:
     return value
 
 
-def problem(value: Any, max_depth: int = MAX_DEPTH, max_string: int | None = None,
+def problem(value: object, max_depth: int = MAX_DEPTH, max_string: int | None = None,
             max_items: int | None = None) -> str | None:
     """What makes a decoded value unfit to store or send, or None.
 
@@ -117,7 +126,7 @@ def _string_problem(s: str, max_string: int | None, where: str) -> str | None:
     return None
 
 
-def _walk(value: Any, depth: int, max_depth: int, max_string: int | None,
+def _walk(value: object, depth: int, max_depth: int, max_string: int | None,
           max_items: int | None, where: str) -> str | None:
     if isinstance(value, str):
         return _string_problem(value, max_string, where)
@@ -160,7 +169,7 @@ def _walk(value: Any, depth: int, max_depth: int, max_string: int | None,
     return f"{where or 'a value'} is not a JSON value"
 
 
-def safe_id(value: Any) -> bool:
+def safe_id(value: object) -> bool:
     """An id every JSON client reads exactly: a string, or an integer within
     ±2**53 (a JavaScript number holds no more)."""
     if isinstance(value, bool):
@@ -170,15 +179,16 @@ def safe_id(value: Any) -> bool:
     return isinstance(value, str)
 
 
-def identical(a: Any, b: Any) -> bool:
+def identical(a: object, b: object) -> bool:
     """``a == b`` as JSON values. Python's ``==`` holds ``True == 1 == 1.0``,
     which JSON, a client and a view's conditions tell apart (``public: 1`` is
     not ``public: true``): the types must match at every level too."""
     if type(a) is not type(b):
         return False
-    if type(a) is dict:
+    # b is of a's type: the isinstance tests below only tell mypy so
+    if type(a) is dict and isinstance(b, dict):
         return a.keys() == b.keys() and all(identical(v, b[k]) for k, v in a.items())
-    if type(a) is list:
+    if type(a) is list and isinstance(b, list):
         return len(a) == len(b) and all(map(identical, a, b))
     if type(a) is float:
         return repr(a) == repr(b)       # 0.0 and -0.0 are written apart

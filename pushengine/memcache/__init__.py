@@ -2,6 +2,12 @@
 (in-process and real memcached) and the classic structures built on it.
 
 Build the cache from the ``--memcache`` option with :func:`build_cache`.
+
+Everything below is exported alike. The engine itself uses the cache, its
+backends, the lock, the visitor counters and the tagged cache;
+``AtomicCounter``, ``EventLog``, ``LockedArray``, ``AppendArray`` and
+``Table`` are the layer's public library for applications built on it
+(docs/memcache.md).
 """
 from __future__ import annotations
 

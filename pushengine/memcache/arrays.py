@@ -16,6 +16,13 @@ read folds the records in order. When the value grows past
 tried later).
 
 Key: ``{name}`` → records.
+
+Both arrays are part of the layer's public library and not used by the
+engine itself. They are kept because the specification asks the layer to
+offer the classic memcached structures to applications built on the engine;
+the engine keeps no list in memcached (what it shares across nodes needs
+Redis, which does not evict it). docs/memcache.md documents their API, and
+its examples run as a test.
 """
 from __future__ import annotations
 

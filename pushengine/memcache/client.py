@@ -466,7 +466,7 @@ class MemcacheClient(MultiService):
         """Send ``verb(wire key, *args)`` (a MemCacheProtocol method); an
         answer of ``refusals`` fails with its error, any other fires with
         ``value(answer)`` (True by default)."""
-        def answer(result: Any) -> object:
+        def answer(result: object) -> object:
             refused = refusals.get(result) if isinstance(result, Answer) else None
             if refused is not None:
                 raise refused(key)

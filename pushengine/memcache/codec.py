@@ -27,7 +27,7 @@ def encode_json(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def decode_json(value: bytes | None, default: Any = None) -> Any:
+def decode_json(value: bytes | None, default: object = None) -> Any:
     """The JSON in ``value``; ``default`` when missing."""
     if value is None:
         return default

@@ -14,6 +14,12 @@ chunk number so that a chunk that expires a little late (memcached counts
 whole seconds) never mixes with the chunk that reuses its place in the
 ring. A chunk holds at most memcached's item size (1 MiB by default) of
 events; appends beyond it fail.
+
+Part of the layer's public library, not used by the engine itself: kept
+because the specification lists a time-bucketed event log among the layer's
+structures, for applications built on the engine; nothing on the engine's
+request path needs one, and writing one there would cost a memcached round
+trip. docs/memcache.md documents the API.
 """
 from __future__ import annotations
 

@@ -113,7 +113,8 @@ class Lock:
         return _Held(self, wait)
 
     @as_deferred
-    async def run_locked(self, fn: Callable[..., Any], *args: Any, wait: float = 0, **kwargs: Any) -> Any:
+    async def run_locked(self, fn: Callable[..., Any], *args: object, wait: float = 0,
+                         **kwargs: object) -> Any:
         """Run ``fn(*args, **kwargs)`` (it may return a Deferred or be an
         ``async def``) under the lock; fire with its result. The lock is
         freed even when ``fn`` fails."""

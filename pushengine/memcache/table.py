@@ -8,6 +8,12 @@ checks the listed members against their keys with one ``get_multi``, so a
 member whose key was evicted or removed is not reported.
 
 Keys: ``{name}:m:{member}`` → ``1``; ``{name}:index`` → the index records.
+
+Part of the layer's public library, not used by the engine itself: kept
+because the specification asks the layer for a shared set, for applications
+built on the engine; the engine's own sets (subscriptions, audience
+segments) live in the process or in Redis, which does not evict them.
+docs/memcache.md documents the API.
 """
 from __future__ import annotations
 

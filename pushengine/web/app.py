@@ -19,9 +19,11 @@ from urllib.parse import urlsplit
 
 from klein import Klein
 from klein.interfaces import IKleinRequest
+from klein.resource import KleinResource
 from twisted.internet.defer import CancelledError
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web.iweb import IRequest
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request
 from werkzeug.exceptions import MethodNotAllowed, NotFound
@@ -43,7 +45,7 @@ TOO_LARGE = "the request body is too large"
 MetricsRenderer = Callable[[], tuple[bytes, bytes]]
 
 
-def _redirect(request: Request, url: bytes) -> bytes:
+def _redirect(request: IRequest, url: bytes) -> bytes:
     """A relative redirect with an empty body (and so no content type to
     mistake). One leading slash only: ``//host/path`` would leave the site."""
     request.redirect(b"/" + url.lstrip(b"/"))
@@ -250,7 +252,7 @@ class EdgeResource(Resource):
         self.table = table
         self.calls = {target: CallResource(call, policy)
                       for target, call in table.calls().items()}
-        self.klein: Any = KleinPages(table).resource
+        self.klein: KleinResource = KleinPages(table).resource
 
     def render(self, request: Request) -> Any:
         call = self.calls.get((request.method, request.path))
@@ -280,7 +282,7 @@ class KleinPages:
         self.app = app
         self.resource = app.resource()
 
-    def redirected(self, request: Request, failure: Failure) -> bytes:
+    def redirected(self, request: IRequest, failure: Failure) -> bytes:
         # werkzeug builds an absolute URL from the Host header (which may
         # hold anything, "/" included) and drops the query: keep what follows
         # its scheme and host, and the request's own query
@@ -293,12 +295,12 @@ class KleinPages:
         return _redirect(request, path.encode("ascii", "replace")
                          + (b"?" + query if query else b""))
 
-    def not_found(self, request: Request, failure: Failure) -> bytes:
+    def not_found(self, request: IRequest, failure: Failure) -> bytes:
         if self.table.methods(request.path):       # a path of calls only
             return self.not_allowed(request, failure)
         return HttpPolicy.path_answer(request, 404, path_error("not found"))
 
-    def not_allowed(self, request: Request, failure: Failure) -> bytes:
+    def not_allowed(self, request: IRequest, failure: Failure) -> bytes:
         allowed = self.table.methods(request.path)
         if allowed:
             request.setHeader(b"allow", ", ".join(allowed).encode())
@@ -312,6 +314,6 @@ class KleinPages:
             body = path_error("method not allowed")
         return HttpPolicy.path_answer(request, 405, body)
 
-    def internal(self, request: Request, failure: Failure) -> bytes:
+    def internal(self, request: IRequest, failure: Failure) -> bytes:
         log.failure("unhandled error answering {path}", failure, path=request.path)
         return HttpPolicy.path_answer(request, 500, INTERNAL_ERROR)

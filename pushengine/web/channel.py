@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from twisted.internet.interfaces import IDelayedCall
 from twisted.internet.protocol import connectionDone
 from twisted.python.failure import Failure
 from twisted.web.http import HTTPChannel
@@ -54,7 +55,7 @@ class DeadlineChannel(HTTPChannel):
     """An ``HTTPChannel`` whose requests must finish their headers in time."""
 
     headerTimeout: float | None = 10.0
-    _headerCall: Any = None
+    _headerCall: IDelayedCall | None = None
     # between requests of a keep-alive connection, before a byte of the next
     _betweenRequests = False
 
@@ -71,7 +72,7 @@ class DeadlineChannel(HTTPChannel):
 
     def _headersTooSlow(self) -> None:
         self._headerCall = None
-        transport: Any = self.transport
+        transport = self.transport
         if transport is None or getattr(transport, "disconnecting", False):
             return
         transport.write(HEADERS_TOO_SLOW)
@@ -117,8 +118,8 @@ class DeadlineChannel(HTTPChannel):
     # -- JSON for what twisted.web refuses itself -----------------------------------
     def _respondToBadRequestAndDisconnect(self) -> None:
         self._cancelHeaderDeadline()
-        transport: Any = self.transport
-        transport.write(BAD_REQUEST)
+        if self.transport is not None:
+            self.transport.write(BAD_REQUEST)
         self.loseConnection()
 
     def lineLengthExceeded(self, line: bytes) -> None:

@@ -11,7 +11,7 @@ client can write one.
 from __future__ import annotations
 
 import ipaddress
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from pushengine.api.caller import Caller
 
@@ -75,7 +75,7 @@ class ClientAddresses:
             self._peers[host] = known
         return known
 
-    def resolve(self, host: str, forwarded_for: list[bytes],
+    def resolve(self, host: str, forwarded_for: Sequence[bytes],
                 relayed: bool) -> tuple[str, bool]:
         """(client address, loopback) for a peer ``host`` and the
         ``X-Forwarded-For`` lines of its request; ``relayed``: the request
@@ -95,7 +95,7 @@ class ClientAddresses:
                 return str(address), address.is_loopback
         return text, loopback
 
-    def caller(self, host: str, header: Callable[[bytes], list[bytes] | None]) -> Caller:
+    def caller(self, host: str, header: Callable[[bytes], Sequence[bytes] | None]) -> Caller:
         """Who sent a request from the TCP peer ``host``; ``header(name)``
         gives the request's values of a header (None when it has none): its
         address, whether it is loopback, the Bearer token it presented,

@@ -19,8 +19,7 @@ flushes it first (``close``), so nothing queued is lost.
 """
 from __future__ import annotations
 
-from typing import Any
-
+from twisted.internet.interfaces import ITCPTransport, ITransport
 from twisted.internet.tcp import Connection
 from twisted.logger import Logger
 
@@ -35,10 +34,10 @@ class Outbox:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.pending: dict[Any, list[bytes]] = {}
+        self.pending: dict[ITransport, list[bytes]] = {}
         self.call: Timer | None = None
 
-    def write(self, transport: Any, data: bytes) -> None:
+    def write(self, transport: ITransport, data: bytes) -> None:
         """Queue ``data`` for ``transport``, after whatever it has queued."""
         if not isinstance(transport, Connection):
             transport.write(data)
@@ -61,22 +60,22 @@ class Outbox:
             except Exception:
                 log.failure("sending to a client failed")
 
-    def flush_one(self, transport: Any) -> None:
+    def flush_one(self, transport: ITransport) -> None:
         """Send what ``transport`` has queued now (it is about to close)."""
         parts = self.pending.pop(transport, None)
         if parts:
             send_now(transport, b"".join(parts))
 
-    def close(self, transport: Any) -> None:
+    def close(self, transport: ITransport) -> None:
         """Close ``transport`` once what it has queued is written."""
         self.flush_one(transport)
         transport.loseConnection()
 
-    def abort(self, transport: Any) -> None:
+    def abort(self, transport: ITCPTransport) -> None:
         """Drop ``transport`` and whatever it has queued."""
         self.pending.pop(transport, None)
         transport.abortConnection()
 
-    def forget(self, transport: Any) -> None:
+    def forget(self, transport: ITransport) -> None:
         """``transport`` is gone: nothing queued for it can be sent."""
         self.pending.pop(transport, None)

@@ -31,13 +31,16 @@ WebSocket's messages as well (``api/rpc.py``, ``admit``).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
+from twisted.internet.interfaces import IAddress
 from twisted.web.http import parse_qs
+from twisted.web.http_headers import Headers as HttpHeaders
 
 from pushengine.api.auth import ApiKeys
 from pushengine.api.caller import Caller
 from pushengine.core.errors import NotAuthorized
+from pushengine.core.strictjson import JsonValue
 from pushengine.web.clients import CALLER_HEADERS, ClientAddresses
 
 JSON = b"application/json"
@@ -59,7 +62,7 @@ class WebRequest(Protocol):
 
     uri: bytes
 
-    def getClientAddress(self) -> Any: ...
+    def getClientAddress(self) -> IAddress: ...
 
     def getHeader(self, key: bytes) -> bytes | None: ...
 
@@ -68,12 +71,12 @@ class WebRequest(Protocol):
     def setResponseCode(self, code: int, message: bytes | None = None) -> None: ...
 
     @property
-    def requestHeaders(self) -> Any: ...
+    def requestHeaders(self) -> HttpHeaders: ...
 
 
 # -- the error shapes --------------------------------------------------------------
 
-def json_bytes(value: Any) -> bytes:
+def json_bytes(value: JsonValue) -> bytes:
     """Compact JSON as UTF-8 bytes."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -197,7 +200,7 @@ class HttpPolicy:
         for name, value in self.cors_headers:
             request.setHeader(name, value)
 
-    def request_caller(self, request: WebRequest, channel: Any = None) -> Caller:
+    def request_caller(self, request: WebRequest, channel: object = None) -> Caller:
         """The caller of a twisted.web request; ``channel``: the connection
         that carries a session's events itself (a WebSocket)."""
         host = getattr(request.getClientAddress(), "host", None) or ""

@@ -10,8 +10,6 @@ limit and the answer are the edge's (``policy.py``), as on the fast front.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from twisted.web.server import Request
 
 from pushengine.web.policy import HttpPolicy, too_large
@@ -28,7 +26,7 @@ class LimitedRequest(Request):
 
     def _target(self) -> tuple[bytes, bytes]:
         """The method and the path (without its query) of the request being read."""
-        channel: Any = self.channel
+        channel = self.channel
         return (getattr(channel, "_command", b"") or b"",
                 (getattr(channel, "_path", b"") or b"").partition(b"?")[0])
 
@@ -49,7 +47,7 @@ class LimitedRequest(Request):
     def _refuse(self) -> None:
         """Answer 413 now, before the body has arrived."""
         self.body_too_large = True
-        channel: Any = self.channel
+        channel = self.channel
         if channel is None or channel.transport is None:
             return
         # a final answer is given: "Expect: 100-continue" must not be honoured

@@ -27,6 +27,7 @@ from pushengine.api.caller import Caller
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
+    from twisted.web.iweb import IRequest
     from twisted.web.resource import Resource
 
 Shape = Literal["rpc", "stream", "plain"]
@@ -92,7 +93,7 @@ class Route:
                  methods: tuple[str, ...] | None = None, branch: bool = False,
                  shape: Shape = "plain") -> Route:
         """A Resource that renders the path (its own methods with ``methods`` None)."""
-        def serve(request: Any) -> Resource:
+        def serve(request: IRequest) -> Resource:
             return resource
         serve.__name__ = f"resource of {path}"
         return cls(path, methods, page=serve, branch=branch, shape=shape)

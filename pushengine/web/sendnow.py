@@ -16,12 +16,11 @@ other transport (TLS, a test's StringTransport) gets a plain ``write``.
 """
 from __future__ import annotations
 
-from typing import Any
-
+from twisted.internet.interfaces import ITransport
 from twisted.internet.tcp import Connection
 
 
-def send_now(transport: Any, data: bytes) -> None:
+def send_now(transport: ITransport, data: bytes) -> None:
     """Write ``data`` to ``transport``, sending it now if nothing is queued."""
     if (not isinstance(transport, Connection) or transport.dataBuffer
             or transport._tempDataBuffer or not transport.connected

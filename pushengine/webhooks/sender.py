@@ -76,12 +76,23 @@ class HttpClient(Protocol):
     """What the sender needs of ``treq`` (or ``treq.testing.StubTreq``):
     ``post`` fires with a Response, ``content`` with its body (Deferred
     being invariant, treq's own response class would not fit a narrower
-    type than Any)."""
+    type than Any; and treq's ``content`` takes an ``IResponse``, which the
+    sender's Response is not)."""
 
     def post(self, url: str, *, data: bytes,
              headers: dict[bytes, list[bytes]]) -> Deferred[Any]: ...
 
     def content(self, response: Any) -> Deferred[bytes]: ...
+
+
+class UserSession(Protocol):
+    """What the hooks read of a session (``core.sessions.Session``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def user(self) -> object: ...
 
 
 class BadStatus(Exception):
@@ -233,14 +244,14 @@ class WebhookHooks:
 
     def __init__(self, sender: WebhookSender) -> None:
         self.sender = sender
-        self.users: dict[str, Any] = {}      # session id -> the user last announced
+        self.users: dict[str, object] = {}   # session id -> the user last announced
 
-    def created(self, session: Any) -> None:
+    def created(self, session: UserSession) -> None:
         self.sender.send("session.created", session.id, session.user)
         if session.user is not None:
             self.users[session.id] = session.user
 
-    def changed(self, session: Any) -> None:
+    def changed(self, session: UserSession) -> None:
         # subscribe, unsubscribe and authorize all say "changed": announce
         # the session's user when it is new
         user = session.user
@@ -250,10 +261,10 @@ class WebhookHooks:
 
     polled = None       # nothing to do per poll: Api._tell skips it
 
-    def destroyed(self, session: Any) -> None:
+    def destroyed(self, session: UserSession) -> None:
         self.users.pop(session.id, None)
         self.sender.send("session.destroyed", session.id, session.user)
 
-    def expired(self, session: Any) -> None:
+    def expired(self, session: UserSession) -> None:
         self.users.pop(session.id, None)
         self.sender.send("session.expired", session.id, session.user)

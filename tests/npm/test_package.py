@@ -162,7 +162,6 @@ def test_the_installed_package_imports_by_name_and_subpath(project: Path) -> Non
     assert seen["version"] == "0.1.0"
     for name in ("Api", "Session", "Events", "View", "Deferred", "abortable", "SUBPROTOCOL"):
         assert name in seen["names"]
-    assert "HomeStreamsView" not in seen["names"] and "NearStreamsView" not in seen["names"]
 
 
 def test_a_strict_typescript_consumer_compiles_against_the_package(project: Path) -> None:
