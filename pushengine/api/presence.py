@@ -31,13 +31,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from pushengine.core.errors import BadParams, UnknownKey
+from pushengine.core.hooks import SessionHooksBase
+from pushengine.core.interfaces import SessionLookup
+from pushengine.core.sessions import Session, SessionManager
 from pushengine.core.events import encode_event
 from pushengine.api.rpc import Method
 
@@ -50,6 +53,7 @@ class RoomStore(Protocol):
     cache (``pushengine.memcache.presence``) or Redis
     (``pushengine.redis.presence``)."""
 
+    node_id: str
     writes: int
     reads: int
     errors: int
@@ -70,20 +74,21 @@ def encode_entry(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-class Presence:
-    """Keeps the rooms of this node's sessions (one of ``Api.hooks`` and,
-    through ``expired``, of ``SessionManager.expire_hooks``), publishes them,
-    and sends ``join`` / ``leave`` to ``presence: true`` subscribers."""
+class Presence(SessionHooksBase):
+    """Keeps the rooms of this node's sessions (one of the node's session
+    hooks, ``core.hooks``), publishes them, and sends ``join`` / ``leave``
+    to ``presence: true`` subscribers."""
 
     counter_names = ("joins", "leaves", "errors")
 
     def __init__(self, engine: Any, store: RoomStore, clock: IReactorTime,
-                 heartbeat: float = 10.0, with_session: Any = None) -> None:
+                 heartbeat: float = 10.0, with_session: SessionLookup | None = None) -> None:
         """``with_session(sid, then)``: ``then(session)`` for a session this
-        node holds or resumes from the cluster registry (``Api._with_session``)."""
+        node holds or resumes from the cluster registry (``Api.with_session``);
+        without it, the sessions this node holds only."""
         self.engine = engine
-        self.with_session = with_session or (lambda sid, then: then(self.sessions.get(sid)))
-        self.sessions = engine.sessions
+        self.sessions: SessionManager = engine.sessions
+        self.with_session: SessionLookup = with_session or self._held
         self.store = store
         self.clock = clock
         self.heartbeat = heartbeat
@@ -98,17 +103,15 @@ class Presence:
         self.last_heartbeat = clock.seconds()
         self.joins = self.leaves = self.errors = 0
 
+    def _held(self, sid: Any, then: Callable[[Session], Any]) -> Any:
+        return then(self.sessions.get(sid))
+
     # -- hooks ---------------------------------------------------------------------
-    def created(self, session: Any) -> None:
-        pass
-
-    polled = None       # nothing to do per poll: Api._tell skips it
-
-    def changed(self, session: Any) -> None:
+    def changed(self, session: Session) -> None:
         rooms = {key: bound.query_key for key, bound in session.bounds.items()}
         self._set(session, session.user, rooms)
 
-    def destroyed(self, session: Any) -> None:
+    def destroyed(self, session: Session) -> None:
         self._set(session, None, {})
 
     expired = destroyed
@@ -225,7 +228,8 @@ class Presence:
                 self.published.discard(room)
             self.store.write(room, users).addErrback(self._failed, room, users)
         for room in list(self.watchers):
-            self.store.read(room).addCallbacks(self._read, self._unread, (room,), None, (room,))
+            self.store.read(room).addCallbacks(self._read, self._unread, callbackArgs=(room,),
+                                               errbackArgs=(room,))
 
     def _prime(self, room: str) -> None:
         """A room gets its first watcher here: learn who is there already,

@@ -19,6 +19,7 @@ from pushengine.api.methods import Api, method_table
 from pushengine.api.auth import ApiKeys, TokenVerifier
 from pushengine.app.engine import build_engine
 from pushengine.feeds.memory import MemoryFeed
+from pushengine.core.hooks import Hooks
 from pushengine.core.limits import CallRate
 from pushengine.memcache import MemcacheClient, build_cache
 from pushengine.memcache.online import OnlineCounter
@@ -106,21 +107,26 @@ class Node:
         self.sources["memcache"] = self.cache
         self.store = self._store()
         self.feed = self._feed()
+        # every part that hears of sessions is added here once; the Api and
+        # the session manager both tell this one list
+        self.hooks = Hooks()
+        self._bloom()
         self.engine = build_engine(reactor, self.catalog, self.store, SessionSettings(
             session_timeout=options["session-timeout"], max_timeout=options["max-timeout"],
             max_sessions=options["max-sessions"], max_subscriptions=options["max-subscriptions"],
             max_queue=options["max-queue"],
-            max_client_sessions=options["max-client-sessions"]))
+            max_client_sessions=options["max-client-sessions"]), seen=self.seen, hooks=self.hooks)
         self.online = self._online()
         self.cluster = self._cluster()
-        self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
-                       resume=self.cluster.resume if self.cluster is not None else None)
         if self.cluster is not None:
-            self.api.hooks.append(self.cluster.hooks)
+            self.hooks.add(self.cluster.hooks)
+        self._unique()
+        self._segments()
+        self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
+                       resume=self.cluster.resume if self.cluster is not None else None,
+                       hooks=self.hooks, unique=self.unique, segments=self.contacts)
         if self.api.profiles is not None:
             self.sources["profiles"] = self.api.profiles
-        self._bloom()
-        self._segments()
         self._webhooks()
         self._presence()
         self._admin()
@@ -176,19 +182,26 @@ class Node:
 
     def _bloom(self) -> None:
         """Scalable Bloom filters (SPEC section 14), in Redis with --redis
-        (every node shares them), in process otherwise; and what uses them:
-        the bf.* methods, stats.unique, once_per_user views."""
+        (every node shares them), in process otherwise; the bf.* methods and
+        the seen filters of once_per_user views (the engine's) use them."""
         from pushengine.app.adapters import build_bloom
         from pushengine.bloom.methods import BloomMethods
-        from pushengine.bloom.unique import UniqueHooks, UniqueUsers
         from pushengine.views.once import SeenFilter
-        self.bloom = build_bloom(self.reactor, self.options["redis"])
-        self.api.unique = UniqueUsers(self.bloom, self.reactor, self.options["online-period"])
-        self.api.hooks.append(UniqueHooks(self.api.unique))
-        self.engine.registry.seen = SeenFilter(self.bloom)
+        try:
+            self.bloom = build_bloom(self.reactor, self.options["redis"])
+        except ValueError as e:
+            raise usage.UsageError(f"--redis: {e}") from None
+        self.seen = SeenFilter(self.bloom)
         self.bloom_methods = BloomMethods(self.bloom, self.options["publish-key"])
-        self.sources.update(bloom=self.bloom, unique=self.api.unique,
-                            seen=self.engine.registry.seen)
+        self.sources.update(bloom=self.bloom, seen=self.seen)
+
+    def _unique(self) -> None:
+        """``stats.unique`` (SPEC section 14): distinct users per view key,
+        counted in the Bloom filters as sessions subscribe and poll."""
+        from pushengine.bloom.unique import UniqueHooks, UniqueUsers
+        self.unique = UniqueUsers(self.bloom, self.reactor, self.options["online-period"])
+        self.hooks.add(UniqueHooks(self.unique))
+        self.sources["unique"] = self.unique
 
     def _presence(self) -> None:
         """Who is online in each view, shared through memcached or Redis (SPEC 16)."""
@@ -200,9 +213,8 @@ class Node:
         except ValueError as e:
             raise usage.UsageError(f"--redis: {e}") from None
         self.presence = Presence(self.engine, store, self.reactor,
-                                 with_session=self.api._with_session)
-        self.api.hooks.append(self.presence)
-        self.engine.sessions.expire_hooks.append(self.presence.expired)
+                                 with_session=self.api.with_session)
+        self.hooks.add(self.presence)
         self.sources["presence"] = self.presence
 
     def _admin(self) -> None:
@@ -218,8 +230,7 @@ class Node:
         if key:
             self.admin_hub = AdminHub(self.engine.sessions, self.reactor,
                                       key.encode("utf-8", "surrogateescape"))
-            self.api.hooks.append(self.admin_hub)
-            self.engine.sessions.expire_hooks.append(self.admin_hub.expired)
+            self.hooks.add(self.admin_hub)
             self.stats_publisher = StatsPublisher(self.options["node-id"], self.engine,
                                                   self.feed, self.admin_hub, self.reactor,
                                                   self.health)
@@ -241,9 +252,7 @@ class Node:
         self.webhooks = WebhookSender(
             self._webhook_client(), self.options["webhook-url"], self.options["webhook-secret"],
             self.options["node-id"], self.reactor, max_queue=self.options["webhook-queue"])
-        hooks = WebhookHooks(self.webhooks)
-        self.api.hooks.append(hooks)
-        self.engine.sessions.expire_hooks.append(hooks.expired)
+        self.hooks.add(WebhookHooks(self.webhooks))
         self.sources["webhooks"] = self.webhooks
 
     def _webhook_client(self) -> Any:
@@ -253,19 +262,20 @@ class Node:
 
     def _segments(self) -> None:
         """Audience segments (SPEC section 15): in Redis with --redis, in
-        process otherwise; sessions' views bound to them look them up."""
+        process otherwise; the contacts of each authorized session, which
+        its views bound to segments look up."""
         from pushengine.app.adapters import build_segments
+        from pushengine.segments.contacts import SegmentMembership
+        from pushengine.segments.reevaluate import Reevaluator
         try:
             self.segments = build_segments(self.reactor, self.options["redis"])
         except ValueError as e:
             raise usage.UsageError(f"--redis: {e}") from None
-        self.api.segments = self.segments
         self.sources["segments"] = self.segments
+        self.contacts = SegmentMembership(self.segments)
+        self.hooks.add(self.contacts)
         # an upload or delete (here, or on another node) moves subscribed sessions
-        from pushengine.segments.reevaluate import Reevaluator
-        self.reevaluator = Reevaluator(self.engine.sessions, self.segments)
-        if self.cluster is not None:
-            self.cluster.resume.subscribe_as = self.reevaluator.subscribe_as
+        self.reevaluator = Reevaluator(self.engine.sessions, self.segments, self.contacts)
 
     def _admit(self, caller: Any, calls: int) -> float:
         """The call rate per client address (0: go ahead, else seconds to wait)."""

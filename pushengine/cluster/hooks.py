@@ -1,9 +1,9 @@
 """Keeping the registry's copy of every session of this node up to date.
 
-``RegistryHooks`` is one of ``Api.hooks``: the API calls ``created``,
-``changed`` (subscribe, unsubscribe, authorize), ``polled`` and ``destroyed``
-after those actions; the session manager calls ``expired``. What a session
-costs in Redis:
+``RegistryHooks`` is one of the node's session hooks (``core.hooks``): the
+API tells it of sessions ``created``, ``changed`` (subscribe, unsubscribe,
+authorize), ``polled`` and ``destroyed`` after those actions; the session
+manager of those ``expired``. What a session costs in Redis:
 
 - a whole write when it is created or its subscriptions or user change;
 - while it polls, at most one refresh every ``refresh_interval`` seconds
@@ -31,6 +31,7 @@ from twisted.python.failure import Failure
 
 from pushengine.cluster.record import SessionRecord
 from pushengine.cluster.registry import MISSING, MOVED, RegistryUnavailable
+from pushengine.core.hooks import SessionHooksBase
 
 log = Logger()
 
@@ -46,7 +47,7 @@ class _Mirror:
         self.dirty = False
 
 
-class RegistryHooks:
+class RegistryHooks(SessionHooksBase):
     def __init__(self, registry: Any, sessions: Any, clock: IReactorTime,
                  refresh_interval: float = 10.0, online: Any = None) -> None:
         self.registry = registry

@@ -51,16 +51,13 @@ class Resumer:
         self._pending: dict[str, list[Deferred]] = {}
         # resumed session → the seq of its first reset
         self._fresh: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        # subscribe under the client's key when binding again gives another
-        # (segments/reevaluate.py sets it; None: subscribe under the new key)
-        self.subscribe_as: Any = None
 
     def __call__(self, sid: Any, ack: int | None = None) -> Deferred:
         if not isinstance(sid, str) or not _SID.match(sid):
             return fail(UnknownSession("unknown session; create a new one"))
         waiters = self._pending.get(sid)
         if waiters is not None:  # a resume of this id is under way: share it
-            d = Deferred()
+            d: Deferred[Any] = Deferred()
             waiters.append(d)
             return d
         if not self.registry.available:
@@ -102,7 +99,7 @@ class Resumer:
         if existing is not None:  # came back meanwhile (another call resumed it)
             return succeed(existing)
         session = self.sessions.create(sid)  # LimitReached: 1004, as for a new session
-        session.user = record.user
+        self.sessions.authorize(session, record.user)
         self.sessions.continue_numbering(session, max(record.seq, ack or 0))
         catalog = self.engine.catalog
         opening = []
@@ -112,12 +109,12 @@ class Resumer:
                 if spec is None:
                     raise ParamError(f"the view {sub.view} is no longer declared")
                 bound = spec.bind(sub.params, session.user, sub.limit)
-                # the record holds no contact digests: a view bound to
-                # $session.segments gets none (fail closed), under the key
-                # the client knows (docs/segments.md)
-                if bound.key != sub.key and self.subscribe_as is not None \
-                        and getattr(spec, "needs_segments", False):
-                    d = self.subscribe_as(session, bound, sub.key)
+                # the record holds no contact digests (the segments package
+                # keeps them per session, on the node that authorized it): a
+                # view bound to $session.segments gets none (fail closed),
+                # under the key the client knows (docs/segments.md)
+                if bound.key != sub.key and getattr(spec, "needs_segments", False):
+                    d = self.sessions.subscribe(session, bound, sub.key)
                 else:
                     if bound.key != sub.key:
                         log.warn("session {sid}: {old} is now keyed {new}", sid=sid[:8],
@@ -152,8 +149,9 @@ class Resumer:
 
         def not_opened(failure: Failure) -> Failure:
             self.sessions.destroy(session)  # half a session helps no one; the entry stays
-            if failure.check(FirstError):
-                return failure.value.subFailure
+            if isinstance(failure.value, FirstError):
+                sub: Failure = failure.value.subFailure
+                return sub
             return failure
         return gatherResults(opening, consumeErrors=True).addCallbacks(opened, not_opened)
 

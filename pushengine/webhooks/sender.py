@@ -40,12 +40,15 @@ import hashlib
 import hmac
 import json
 from collections import deque
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+
+from pushengine.core.hooks import SessionHooksBase
+from pushengine.core.sessions import Session
 
 log = Logger()
 
@@ -226,34 +229,30 @@ class WebhookSender:
                 "failing": self.failures > 0, "last_error": self.last_error}
 
 
-class WebhookHooks:
-    """One of ``Api.hooks`` (created, changed, polled, destroyed) and, through
-    ``expired``, one of ``SessionManager.expire_hooks``: turns them into the
-    four webhook events."""
+class WebhookHooks(SessionHooksBase):
+    """One of the node's session hooks (``core.hooks``): turns created,
+    authorized, destroyed and expired into the four webhook events."""
 
     def __init__(self, sender: WebhookSender) -> None:
         self.sender = sender
         self.users: dict[str, Any] = {}      # session id -> the user last announced
 
-    def created(self, session: Any) -> None:
+    def created(self, session: Session) -> None:
         self.sender.send("session.created", session.id, session.user)
         if session.user is not None:
             self.users[session.id] = session.user
 
-    def changed(self, session: Any) -> None:
-        # subscribe, unsubscribe and authorize all say "changed": announce
-        # the session's user when it is new
+    def authorized(self, session: Session, claims: Mapping[str, Any]) -> None:
+        # a token of the user already announced (authorized again) is not new
         user = session.user
         if user is not None and self.users.get(session.id) != user:
             self.users[session.id] = user
             self.sender.send("session.authorized", session.id, user)
 
-    polled = None       # nothing to do per poll: Api._tell skips it
-
-    def destroyed(self, session: Any) -> None:
+    def destroyed(self, session: Session) -> None:
         self.users.pop(session.id, None)
         self.sender.send("session.destroyed", session.id, session.user)
 
-    def expired(self, session: Any) -> None:
+    def expired(self, session: Session) -> None:
         self.users.pop(session.id, None)
         self.sender.send("session.expired", session.id, session.user)
