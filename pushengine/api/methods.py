@@ -260,16 +260,16 @@ class Api:
             return True
         return self.with_session(sid, unsubscribe)
 
-    def _at_seq(self, sid: Any, seq: int | None, then: Callable[[Any], Any]) -> Any:
+    def _at_seq(self, sid: Any, seq: int | None, then: Callable[[Session], Any]) -> Any:
         """``then(session)`` for a client that says it received up to
         ``seq`` (a poll's ack, a stream's last seq). A seq ahead of the
         session is -32602, except where the cluster registry explains it
         (a session resumed here, or a stale copy: see cluster/resume.py)."""
-        def ahead(session) -> BadParams:
+        def ahead(session: Session) -> BadParams:
             return BadParams(f"{seq} is ahead of the last event "
                              f"({self.sessions.last_seq(session)})")
 
-        def check(session):
+        def check(session: Session) -> Any:
             if seq is not None and seq > self.sessions.last_seq(session):
                 behind = getattr(self.resume, "ahead", None)
                 if behind is None:
@@ -277,8 +277,8 @@ class Api:
                 return behind(session, seq).addCallback(checked, session)
             return then(session)
 
-        def checked(resumed, session):
-            if resumed is None or seq > self.sessions.last_seq(resumed):
+        def checked(resumed: Session | None, session: Session) -> Any:
+            if resumed is None or seq is None or seq > self.sessions.last_seq(resumed):
                 raise ahead(resumed or session)
             return then(resumed)
         return self.with_session(sid, check, seq)
@@ -351,7 +351,7 @@ class Api:
         if isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0:
             raise BadParams("last_seq must be an integer sequence number, 0 or more")
 
-        def attached(session):
+        def attached(session: Session) -> bool:
             channel.switch_to(session)
             return True
         result = self.stream(sid, channel, last_seq)

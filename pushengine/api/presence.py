@@ -95,7 +95,7 @@ class Presence(SessionHooksBase):
         self.node_id = store.node_id
         self.members: dict[str, tuple[Any, dict[str, str]]] = {}   # sid -> (user, key->room)
         self.local: dict[str, Counter] = {}       # room -> user -> sessions here
-        self.watchers: dict[str, dict[Any, set]] = {}   # room -> session -> its keys
+        self.watchers: dict[str, dict[Session, set]] = {}   # room -> session -> its keys
         self.remote: dict[str, set] = {}          # room -> users of the other nodes
         self.shown: dict[str, set] = {}           # room -> users the watchers were told of
         self.dirty: set[str] = set()              # rooms whose entry must be written
@@ -120,7 +120,7 @@ class Presence(SessionHooksBase):
         spec = self.engine.catalog.views.get(room.partition("(")[0])
         return bool(getattr(spec, "presence", False))
 
-    def _set(self, session: Any, user: Any, rooms: dict[str, str]) -> None:
+    def _set(self, session: Session, user: Any, rooms: dict[str, str]) -> None:
         old_user, old_rooms = self.members.pop(session.id, (None, {}))
         if rooms:
             self.members[session.id] = (user, rooms)
@@ -267,7 +267,7 @@ class Presence(SessionHooksBase):
         if not isinstance(key, str):
             raise BadParams("key must be a subscription key (a string)")
 
-        def listed(session: Any) -> Deferred:
+        def listed(session: Session) -> Deferred:
             bound = session.bounds.get(key)
             if bound is None:
                 raise UnknownKey("this session has no subscription with that key")

@@ -6,12 +6,15 @@ ones. Everything else only sees the interfaces.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, cast
 
 from twisted.application import service, strports
 from twisted.application.internet import TimerService
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python import usage
+from twisted.web import http
 from twisted.web.server import Site
 
 from pushengine.metrics import prometheus as metrics
@@ -20,6 +23,7 @@ from pushengine.api.auth import ApiKeys, TokenVerifier
 from pushengine.app.engine import build_engine
 from pushengine.feeds.memory import MemoryFeed
 from pushengine.core.hooks import Hooks
+from pushengine.core.interfaces import ChangeFeed, ChangeSink
 from pushengine.core.limits import CallRate
 from pushengine.memcache import MemcacheClient, build_cache
 from pushengine.memcache.online import OnlineCounter
@@ -44,7 +48,7 @@ class EngineSite(Site):
 
     access_log = False
 
-    def log(self, request) -> None:
+    def log(self, request: http.Request) -> None:
         if self.access_log:
             super().log(request)
 
@@ -52,7 +56,7 @@ class EngineSite(Site):
 class FeedService(service.Service):
     """Starts the feed into the engine when the application starts."""
 
-    def __init__(self, feed: Any, sink: Any) -> None:
+    def __init__(self, feed: ChangeFeed, sink: ChangeSink) -> None:
         self.feed = feed
         self.sink = sink
 
@@ -60,12 +64,12 @@ class FeedService(service.Service):
         super().startService()
         self.feed.start(self.sink)
 
-    def stopService(self):
+    def stopService(self) -> Deferred[Any] | None:
         super().stopService()
         return self.feed.stop()
 
 
-def timer(interval: float, body, clock) -> TimerService:
+def timer(interval: float, body: Callable[[], object], clock: IReactorTime) -> TimerService:
     """A TimerService whose body logs its errors instead of dying of them."""
     def safe() -> None:
         try:
@@ -357,11 +361,10 @@ class Node:
         report["bloom"] = self.bloom.health()
         if self.webhooks is not None:
             report["webhooks"] = self.webhooks.health()
-        store = getattr(self.presence, "store", None)
-        if getattr(store, "health", None) is not None:
-            report["presence"] = store.health()
-        if getattr(self.segments, "health", None) is not None:
-            report["segments"] = self.segments.health()
+        for name, part in (("presence", self.presence.store), ("segments", self.segments)):
+            health = getattr(part, "health", None)     # the backends that can tell
+            if health is not None:
+                report[name] = health()
         redis = self.sources.get("redis")
         report["redis"] = redis.health() if redis is not None else {"up": False,
                                                                     "kind": "none"}
@@ -386,7 +389,8 @@ class Node:
         site = EngineSite(guard_urls(self.web.resource()),
                           timeout=self.options["idle-timeout"],
                           reactor=self.reactor, parsePOSTFormSubmission=False)
-        site.protocol = deadline_protocol(self.options["header-timeout"])
+        # twisted declares the factory's protocol as a function: set as an attribute
+        cast(Any, site).protocol = deadline_protocol(self.options["header-timeout"])
         site.access_log = bool(self.options["access-log"])
         site.requestFactory = limited_request_factory(self.policy)
         # a segment upload is judged before its body is spooled (SPEC 15)

@@ -22,16 +22,20 @@ from __future__ import annotations
 
 import re
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import Deferred, FirstError, fail, gatherResults, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from pushengine.cluster.hooks import RegistryHooks
 from pushengine.cluster.record import BadRecord, SessionRecord
 from pushengine.cluster.registry import RegistryUnavailable
+from pushengine.core.engine import Engine
 from pushengine.core.errors import ApiError, LimitReached, UnknownSession
+from pushengine.core.sessions import Session
 from pushengine.views.conditions import ParamError
+from pushengine.views.spec import Catalog
 
 log = Logger()
 
@@ -42,7 +46,8 @@ _SID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 class Resumer:
     """``Api.resume``: ``resumer(sid, ack=None)`` → Deferred[Session]."""
 
-    def __init__(self, engine: Any, registry: Any, hooks: Any, online: Any = None) -> None:
+    def __init__(self, engine: Engine, registry: Any, hooks: RegistryHooks,
+                 online: Any = None) -> None:
         self.engine = engine
         self.sessions = engine.sessions
         self.registry = registry
@@ -101,7 +106,7 @@ class Resumer:
         session = self.sessions.create(sid)  # LimitReached: 1004, as for a new session
         self.sessions.authorize(session, record.user)
         self.sessions.continue_numbering(session, max(record.seq, ack or 0))
-        catalog = self.engine.catalog
+        catalog = cast(Catalog, self.engine.catalog)   # the views file, which the core types narrower
         opening = []
         for sub in record.subs:
             spec = catalog.views.get(sub.view)
@@ -155,7 +160,7 @@ class Resumer:
             return failure
         return gatherResults(opening, consumeErrors=True).addCallbacks(opened, not_opened)
 
-    def ahead(self, session: Any, ack: int) -> Deferred:
+    def ahead(self, session: Session, ack: int) -> Deferred:
         """A poll acknowledges more than ``session`` numbered. Fire with the
         session to poll (renumbered, or resumed again because this copy was
         stale), or None when the ``ack`` is simply wrong."""
