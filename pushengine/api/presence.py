@@ -31,18 +31,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from pushengine.core.engine import Engine
 from pushengine.core.errors import BadParams, UnknownKey
 from pushengine.core.hooks import SessionHooksBase
 from pushengine.core.interfaces import SessionLookup
 from pushengine.core.sessions import Session, SessionManager
 from pushengine.core.events import encode_event
 from pushengine.api.rpc import Method
+from pushengine.views.spec import Catalog
 
 log = Logger()
 JOIN, LEAVE = "join", "leave"
@@ -81,12 +83,13 @@ class Presence(SessionHooksBase):
 
     counter_names = ("joins", "leaves", "errors")
 
-    def __init__(self, engine: Any, store: RoomStore, clock: IReactorTime,
+    def __init__(self, engine: Engine, store: RoomStore, clock: IReactorTime,
                  heartbeat: float = 10.0, with_session: SessionLookup | None = None) -> None:
         """``with_session(sid, then)``: ``then(session)`` for a session this
         node holds or resumes from the cluster registry (``Api.with_session``);
         without it, the sessions this node holds only."""
         self.engine = engine
+        self.catalog = cast(Catalog, engine.catalog)    # the views file (the core types less)
         self.sessions: SessionManager = engine.sessions
         self.with_session: SessionLookup = with_session or self._held
         self.store = store
@@ -117,7 +120,7 @@ class Presence(SessionHooksBase):
     expired = destroyed
 
     def _presence_view(self, room: str) -> bool:
-        spec = self.engine.catalog.views.get(room.partition("(")[0])
+        spec = self.catalog.views.get(room.partition("(")[0])
         return bool(getattr(spec, "presence", False))
 
     def _set(self, session: Session, user: Any, rooms: dict[str, str]) -> None:

@@ -106,7 +106,7 @@ class Resumer:
         session = self.sessions.create(sid)  # LimitReached: 1004, as for a new session
         self.sessions.authorize(session, record.user)
         self.sessions.continue_numbering(session, max(record.seq, ack or 0))
-        catalog = cast(Catalog, self.engine.catalog)   # the views file, which the core types narrower
+        catalog = cast(Catalog, self.engine.catalog)   # the views file (the core types less)
         opening = []
         for sub in record.subs:
             spec = catalog.views.get(sub.view)

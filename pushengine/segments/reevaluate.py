@@ -45,13 +45,10 @@ from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.logger import Logger
 
 from pushengine.core.events import DELETE, INSERT, UPDATE, encode_event
-from pushengine.core.routes import Route
 from pushengine.core.sessions import Session, SessionManager
 from pushengine.segments.contacts import SegmentMembership
 from pushengine.views.operators.audience import SESSION_SEGMENTS
 from pushengine.views.spec import BoundView
-
-__all__ = ["Reevaluator", "Route", "concerns", "diff"]
 
 log = Logger()
 

@@ -9,7 +9,8 @@ import pytest
 from twisted.internet.defer import Deferred, succeed
 
 from pushengine.core.changes import Change
-from pushengine.segments.reevaluate import Reevaluator, Route, diff
+from pushengine.core.routes import Route
+from pushengine.segments.reevaluate import Reevaluator, diff
 from pushengine.segments.store import MemorySegments
 from pushengine.segments.contacts import SegmentMembership
 from tests.core.helpers import Replica, make_engine
