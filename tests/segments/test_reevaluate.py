@@ -330,8 +330,11 @@ def test_a_resumed_session_keeps_its_key_without_segments(tmp_path):
     events = b.rpc("session.get_events", sid, 0)
     assert [(e["key"], e["action"], [o["id"] for o in e["obj"]]) for e in events] == [
         (key, "reset", [2])]
+    resumed = b.engine.sessions.get(sid)
+    assert b.contacts.of(resumed) == () and isinstance(resumed.subs[key], Route)
     b.http.post("/api/publish", [{"type": "Offer", "action": "upsert",
                                   "obj": {"id": 3, "public": True}}])
     assert [(e["key"], e["obj"]["id"]) for e in b.rpc("session.get_events", sid, 0)] == [
         (key, 3)]
     assert b.rpc("session.unsubscribe", sid, key) is True
+    assert b.engine.sessions.routes == {}
