@@ -104,7 +104,7 @@ class Api:
         self._counted = getattr(online, "counted", None)
         self.resume = resume
         if hooks is not None and hooks is not engine.sessions.hooks:
-            raise ValueError("the Api and the session manager tell the same hooks")
+            raise ValueError("the Api must be given the session manager's hooks")
         self.hooks = engine.sessions.hooks
         self.unique = unique
         self.segments = segments
