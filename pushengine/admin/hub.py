@@ -26,13 +26,14 @@ from twisted.logger import Logger
 from pushengine.admin import ADMIN_TYPE, ADMIN_VIEW_KEY
 from pushengine.core.changes import UPSERT, Change
 from pushengine.core.events import DELETE, INSERT, UPDATE, encode_event
+from pushengine.core.hooks import SessionHooksBase
 from pushengine.core.interfaces import ChangeSink
 from pushengine.core.sessions import Session, SessionManager
 
 log = Logger()
 
 
-class AdminHub:
+class AdminHub(SessionHooksBase):
     """The NodeStats objects of every node, and the admin pages' sessions."""
 
     def __init__(self, sessions: SessionManager, clock: IReactorTime, key: bytes,
@@ -136,12 +137,8 @@ class AdminHub:
             return True
         return False
 
-    # hooks of the Api (``Api.hooks``) and of expiry (``expire_hooks``)
-    def created(self, session: Session) -> None:
-        pass
-
-    changed = polled = created
-
+    # one of the node's session hooks (core.hooks): an admin session that
+    # ends leaves the hub
     def destroyed(self, session: Session) -> None:
         self.subscribers.discard(session)
 

@@ -129,7 +129,7 @@ class AdminMethods:
     def __init__(self, key: AdminKey, hub: AdminHub | None, api: Api, feed: ChangeFeed,
                  id_fields: dict[str, str], node_id: str,
                  registry: RecordLookup | None = None) -> None:
-        """``api``: the node's Api (its sessions and ``_with_session``, which
+        """``api``: the node's Api (its sessions and ``with_session``, which
         resumes a session from the cluster registry); ``registry``: the
         Redis session registry, for sessions held by other nodes."""
         self.key = key
@@ -157,12 +157,12 @@ class AdminMethods:
     def subscribe(self, caller: object, sid: object, key: object = None) -> object:
         self.key.check(caller, key)
         hub = self._hub()
-        return self.api._with_session(sid, hub.subscribe)
+        return self.api.with_session(sid, hub.subscribe)
 
     def unsubscribe(self, caller: object, sid: object, key: object = None) -> object:
         self.key.check(caller, key)
         hub = self._hub()
-        return self.api._with_session(sid, hub.unsubscribe)
+        return self.api.with_session(sid, hub.unsubscribe)
 
     def stats(self, caller: object, key: object = None) -> list[dict]:
         self.key.check(caller, key)

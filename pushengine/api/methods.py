@@ -9,19 +9,23 @@ also as ``<namespace>.<method>``.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Protocol, cast
 
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from pushengine.api.auth import TokenVerifier
 from pushengine.core.engine import Engine
 from pushengine.core.errors import (
     BadParams, MethodNotFound, NotAuthorized, UnknownKey, UnknownView)
+from pushengine.core.hooks import Hooks
+from pushengine.core.interfaces import SegmentLookup
+from pushengine.core.sessions import Session
 from pushengine.api.profiles import PROFILE_TYPE, Profiles
 from pushengine.api.rpc import Method
 from pushengine.views.conditions import ParamError, ViewDefinitionError
-from pushengine.views.spec import ViewSpec
+from pushengine.views.spec import BoundView, Catalog, ViewSpec
 
 log = Logger()
 DEFAULT_POLL_TIMEOUT = 30.0
@@ -66,16 +70,31 @@ def method_table(tables: list[dict[str, Method]], catalog: Any,
     return named
 
 
+class UniqueCount(Protocol):
+    """``stats.unique``'s figures (``pushengine.bloom.unique.UniqueUsers``)."""
+
+    def count(self, view_key: str) -> Deferred[int]:
+        """Distinct users of ``view_key`` in the last period."""
+
+
 class Api:
     def __init__(self, engine: Engine, tokens: TokenVerifier, online: Any,
-                 resume: Callable[..., Deferred] | None = None) -> None:
+                 resume: Callable[..., Deferred] | None = None, *,
+                 hooks: Hooks | None = None, unique: UniqueCount | None = None,
+                 segments: SegmentLookup | None = None) -> None:
         """``resume(sid, ack=None)`` → Deferred[Session] re-creates a session
         this node does not hold (from the cluster's registry; it fails with
         UnknownSession when it cannot). It may also offer
         ``resume.ahead(session, ack)`` → Deferred[Session | None], asked when
         a poll acknowledges more than the session numbered (see
-        pushengine.cluster.resume). ``hooks`` are told, after the action,
-        of sessions ``created``, ``destroyed``, ``changed`` and ``polled``."""
+        pushengine.cluster.resume).
+
+        ``hooks``: the node's session hooks (``core.hooks``), the session
+        manager's (the default); they are told, after the action, of sessions
+        ``created``, ``authorized``, ``changed``, ``polled`` and
+        ``destroyed``. ``unique``: the figures of ``stats.unique`` (0
+        without). ``segments``: the audience segments of a session, for the
+        views bound to ``$session.segments`` (none without)."""
         self.engine = engine
         fields = getattr(engine.catalog, "public_fields", {}).get(PROFILE_TYPE)
         self.profiles = Profiles(getattr(engine, "store", None), fields) if fields else None
@@ -84,13 +103,20 @@ class Api:
         self.online = online
         self._counted = getattr(online, "counted", None)
         self.resume = resume
-        self.hooks: list[Any] = []
-        # stats.unique: distinct users per view key (pushengine.bloom.unique)
-        self.unique: Any = None
+        if hooks is not None and hooks is not engine.sessions.hooks:
+            raise ValueError("the Api must be given the session manager's hooks")
+        self.hooks = engine.sessions.hooks
+        self.unique = unique
+        self.segments = segments
+
+    @property
+    def catalog(self) -> Catalog:
+        """The views file (the core knows it as a TypeCatalog only)."""
+        return cast(Catalog, self.engine.catalog)
 
     # -- helpers -------------------------------------------------------------
-    def _with_session(self, sid: Any, then: Callable[[Any], Any],
-                      ack: int | None = None) -> Any:
+    def with_session(self, sid: Any, then: Callable[[Session], Any],
+                     ack: int | None = None) -> Any:
         """``then(session)`` for a session this node holds, at once (no
         Deferred on the hot path); otherwise a Deferred that first resumes
         it from the cluster registry."""
@@ -101,25 +127,6 @@ class Api:
                 raise e
             return self.resume(sid, ack).addCallback(then)
         return then(session)
-
-    def _tell(self, event: str, session: Any) -> list[Deferred]:
-        """Call the hooks; a failing hook never fails the client's call.
-        Returns the Deferreds some hooks give back (a hook that must finish
-        before the client may rely on the action, e.g. a registry write)."""
-        waits = []
-        for hook in self.hooks:
-            listener = getattr(hook, event)
-            if listener is None:
-                continue                # the hook says it does not listen (polled: every poll)
-            try:
-                result = listener(session)
-            except Exception:
-                log.failure("the {event} hook {hook!r} failed", event=event, hook=hook)
-                continue
-            if result is not None and isinstance(result, Deferred):
-                waits.append(result.addErrback(
-                    lambda f: log.failure("the {event} hook failed", f, event=event)))
-        return waits
 
     def methods(self) -> dict[str, Method]:
         m = {
@@ -139,7 +146,7 @@ class Api:
             # sessionless: the public fields of User objects (SPEC section 11)
             m["user.public_profile"] = Method(self.profiles.public_profile)
             m["user.public_profiles"] = Method(self.profiles.public_profiles)
-        for name, spec in self.engine.catalog.methods.items():
+        for name, spec in self.catalog.methods.items():
             if name in m:
                 raise ViewDefinitionError(f"{spec.name}: method {name} is one of the "
                                           f"engine's own methods")
@@ -151,14 +158,14 @@ class Api:
         # limit may be left out when it is the last declared parameter
         required = len(names) - 1 if spec.params and spec.params[-1] == "limit" else len(names)
 
-        def alias(sid: Any, *values: Any) -> Deferred:
+        def alias(sid: Any, *values: Any) -> Any:
             given = dict(zip(spec.params, values))
             limit = given.pop("limit", None)
             return self.session_subscribe(sid, spec.name, given, limit)
         return Method(alias, names, required)
 
     # -- methods -------------------------------------------------------------
-    def _count_online(self, session) -> None:
+    def _count_online(self, session: Session) -> None:
         """A session counts online from its creation and each time it polls
         or subscribes (once per period; never fails the caller)."""
         if self._counted is not None and self._counted(session.id, session.subs.keys()):
@@ -180,38 +187,36 @@ class Api:
         # the next call may reach another node (a balancer hashes on the id,
         # which it did not know for this call): answer once the session
         # registry has the session, so that that node can resume it
-        waits = self._tell("created", session)
+        waits = self.hooks.created(session)
         if waits:
             return gatherResults(waits, consumeErrors=True).addBoth(lambda _: session.id)
         return session.id
 
     def session_destroy(self, sid: Any) -> Any:
-        def destroy(session):
+        def destroy(session: Session) -> bool:
             self.sessions.destroy(session)
-            self._tell("destroyed", session)
+            self.hooks.destroyed(session)
             return True
-        return self._with_session(sid, destroy)
+        return self.with_session(sid, destroy)
 
     def session_authorize(self, sid: Any, token: Any) -> Any:
-        def authorize(session):
+        def authorize(session: Session) -> Any:
             verify = getattr(self.tokens, "verify", None)
+            claims: Mapping[str, Any]
             user, claims = verify(token) if verify is not None else (self.tokens.user(token), {})
-            if session.user is not None and session.user != user:
-                raise NotAuthorized("this session is authorized as another user")
-            session.user = user
-            # the email/phone claims, hashed at once, for audience segments (SPEC 15)
-            from pushengine.segments.targeting import contact_digests
-            session.segment_hashes = contact_digests(claims)
-            self._tell("changed", session)
+            self.sessions.authorize(session, user)
+            # the claims go to the hooks (the segments keep the contacts' digests, SPEC 15)
+            self.hooks.authorized(session, claims)
+            self.hooks.changed(session)
             return user
-        return self._with_session(sid, authorize)
+        return self.with_session(sid, authorize)
 
     def session_subscribe(self, sid: Any, view: Any, params: Any = None,
                           limit: Any = None) -> Any:
-        def subscribe(session):
-            if not isinstance(view, str) or view not in self.engine.catalog.views:
+        def subscribe(session: Session) -> Any:
+            if not isinstance(view, str) or view not in self.catalog.views:
                 raise UnknownView(f"unknown view {str(view)[:100]!r}")
-            spec = self.engine.catalog.views[view]
+            spec = self.catalog.views[view]
             if spec.needs_user and session.user is None:
                 raise NotAuthorized(f"view {view} needs an authorized session")
             if isinstance(params, dict) and any(k.startswith("session.") for k in params):
@@ -220,7 +225,8 @@ class Api:
                 return self._segments_of(session).addCallback(bound_to, session, spec)
             return bound_to(None, session, spec)
 
-        def bound_to(segments, session, spec):
+        def bound_to(segments: list[str] | None, session: Session, spec: ViewSpec) -> Deferred:
+            bound: BoundView
             try:
                 bound = spec.bind(params, session.user, limit, segments=segments) \
                     if segments is not None else spec.bind(params, session.user, limit)
@@ -228,44 +234,42 @@ class Api:
                 raise BadParams(str(e)) from None
             d = self.sessions.subscribe(session, bound)
 
-            def subscribed(result):
+            def subscribed(result: list[Any]) -> list[Any]:
                 self._count_online(session)
-                self._tell("changed", session)
+                self.hooks.changed(session)
                 return result
             return d.addCallback(subscribed)
-        return self._with_session(sid, subscribe)
+        return self.with_session(sid, subscribe)
 
-    def _segments_of(self, session) -> Deferred:
+    def _segments_of(self, session: Session) -> Deferred[list[str]]:
         """The audience segments the session's hashed contacts are in
         (SPEC 15); none when the store cannot answer (fail closed)."""
-        store = getattr(self, "segments", None)
-        hashes = getattr(session, "segment_hashes", ())
-        if store is None or not hashes:
+        if self.segments is None:
             return succeed([])
 
-        def unavailable(f):
+        def unavailable(f: Failure) -> list[str]:
             log.warn("segments unavailable, subscribing without them: {e}",
                      e=f.getErrorMessage())
             return []
-        return store.segments_of(list(hashes)).addErrback(unavailable)
+        return self.segments.segments_of(session).addErrback(unavailable)
 
     def session_unsubscribe(self, sid: Any, key: Any) -> Any:
-        def unsubscribe(session):
+        def unsubscribe(session: Session) -> bool:
             self.sessions.unsubscribe(session, key)
-            self._tell("changed", session)
+            self.hooks.changed(session)
             return True
-        return self._with_session(sid, unsubscribe)
+        return self.with_session(sid, unsubscribe)
 
-    def _at_seq(self, sid: Any, seq: int | None, then: Callable[[Any], Any]) -> Any:
+    def _at_seq(self, sid: Any, seq: int | None, then: Callable[[Session], Any]) -> Any:
         """``then(session)`` for a client that says it received up to
         ``seq`` (a poll's ack, a stream's last seq). A seq ahead of the
         session is -32602, except where the cluster registry explains it
         (a session resumed here, or a stale copy: see cluster/resume.py)."""
-        def ahead(session) -> BadParams:
+        def ahead(session: Session) -> BadParams:
             return BadParams(f"{seq} is ahead of the last event "
                              f"({self.sessions.last_seq(session)})")
 
-        def check(session):
+        def check(session: Session) -> Any:
             if seq is not None and seq > self.sessions.last_seq(session):
                 behind = getattr(self.resume, "ahead", None)
                 if behind is None:
@@ -273,11 +277,11 @@ class Api:
                 return behind(session, seq).addCallback(checked, session)
             return then(session)
 
-        def checked(resumed, session):
-            if resumed is None or seq > self.sessions.last_seq(resumed):
+        def checked(resumed: Session | None, session: Session) -> Any:
+            if resumed is None or seq is None or seq > self.sessions.last_seq(resumed):
                 raise ahead(resumed or session)
             return then(resumed)
-        return self._with_session(sid, check, seq)
+        return self.with_session(sid, check, seq)
 
     def session_get_events(self, caller: Any, sid: Any, timeout: Any = DEFAULT_POLL_TIMEOUT,
                            ack: Any = None) -> Any:
@@ -294,7 +298,7 @@ class Api:
 
     def _poll(self, session: Any, timeout: float, ack: int | None) -> Any:
         self._count_online(session)
-        self._tell("polled", session)
+        self.hooks.polled(session)
         return self.sessions.get_events(session, float(timeout), ack)
 
     def get_events_shortcut(self, params: list, caller: Any) -> Callable[[], Any] | None:
@@ -332,7 +336,7 @@ class Api:
             except ValueError as e:
                 raise BadParams(str(e)) from None
             self._count_online(session)
-            self._tell("polled", session)
+            self.hooks.polled(session)
             return session
         return self._at_seq(sid, last_seq, attach)
 
@@ -347,7 +351,7 @@ class Api:
         if isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0:
             raise BadParams("last_seq must be an integer sequence number, 0 or more")
 
-        def attached(session):
+        def attached(session: Session) -> bool:
             channel.switch_to(session)
             return True
         result = self.stream(sid, channel, last_seq)
@@ -361,7 +365,7 @@ class Api:
         for session in list(self.sessions.sessions.values()):
             if session.delivery is not None and session.delivery.streaming:
                 self._count_online(session)
-                self._tell("polled", session)
+                self.hooks.polled(session)
 
     def stats_online(self, key: Any = None, sid: Any = None) -> Any:
         """Sessions online in the service, or in the view ``key``. The figure
@@ -392,15 +396,15 @@ class Api:
             raise UnknownKey("the figure of a personal view is given to its subscribers "
                              "only: pass your session id")
 
-        def count(session):
+        def count(session: Session) -> Any:
             if key not in session.subs:
                 raise UnknownKey("this session has no subscription with that key")
             return figure()
-        return self._with_session(sid, count)
+        return self.with_session(sid, count)
 
     def _user_bound(self, key: str) -> bool:
         name = key.partition("(")[0]
-        spec = self.engine.catalog.views.get(name)
+        spec = self.catalog.views.get(name)
         # an unknown name is not a key any session can hold; treat it as personal
         # only when it looks like one (the figure of a non-key is 0 anyway)
         return spec is not None and spec.needs_user

@@ -31,15 +31,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from pushengine.core.engine import Engine
 from pushengine.core.errors import BadParams, UnknownKey
+from pushengine.core.hooks import SessionHooksBase
+from pushengine.core.interfaces import SessionLookup
+from pushengine.core.sessions import Session, SessionManager
 from pushengine.core.events import encode_event
 from pushengine.api.rpc import Method
+from pushengine.views.spec import Catalog
 
 log = Logger()
 JOIN, LEAVE = "join", "leave"
@@ -50,6 +55,7 @@ class RoomStore(Protocol):
     cache (``pushengine.memcache.presence``) or Redis
     (``pushengine.redis.presence``)."""
 
+    node_id: str
     writes: int
     reads: int
     errors: int
@@ -70,27 +76,29 @@ def encode_entry(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-class Presence:
-    """Keeps the rooms of this node's sessions (one of ``Api.hooks`` and,
-    through ``expired``, of ``SessionManager.expire_hooks``), publishes them,
-    and sends ``join`` / ``leave`` to ``presence: true`` subscribers."""
+class Presence(SessionHooksBase):
+    """Keeps the rooms of this node's sessions (one of the node's session
+    hooks, ``core.hooks``), publishes them, and sends ``join`` / ``leave``
+    to ``presence: true`` subscribers."""
 
     counter_names = ("joins", "leaves", "errors")
 
-    def __init__(self, engine: Any, store: RoomStore, clock: IReactorTime,
-                 heartbeat: float = 10.0, with_session: Any = None) -> None:
+    def __init__(self, engine: Engine, store: RoomStore, clock: IReactorTime,
+                 heartbeat: float = 10.0, with_session: SessionLookup | None = None) -> None:
         """``with_session(sid, then)``: ``then(session)`` for a session this
-        node holds or resumes from the cluster registry (``Api._with_session``)."""
+        node holds or resumes from the cluster registry (``Api.with_session``);
+        without it, the sessions this node holds only."""
         self.engine = engine
-        self.with_session = with_session or (lambda sid, then: then(self.sessions.get(sid)))
-        self.sessions = engine.sessions
+        self.catalog = cast(Catalog, engine.catalog)    # the views file (the core types less)
+        self.sessions: SessionManager = engine.sessions
+        self.with_session: SessionLookup = with_session or self._held
         self.store = store
         self.clock = clock
         self.heartbeat = heartbeat
         self.node_id = store.node_id
         self.members: dict[str, tuple[Any, dict[str, str]]] = {}   # sid -> (user, key->room)
         self.local: dict[str, Counter] = {}       # room -> user -> sessions here
-        self.watchers: dict[str, dict[Any, set]] = {}   # room -> session -> its keys
+        self.watchers: dict[str, dict[Session, set]] = {}   # room -> session -> its keys
         self.remote: dict[str, set] = {}          # room -> users of the other nodes
         self.shown: dict[str, set] = {}           # room -> users the watchers were told of
         self.dirty: set[str] = set()              # rooms whose entry must be written
@@ -98,26 +106,24 @@ class Presence:
         self.last_heartbeat = clock.seconds()
         self.joins = self.leaves = self.errors = 0
 
+    def _held(self, sid: Any, then: Callable[[Session], Any]) -> Any:
+        return then(self.sessions.get(sid))
+
     # -- hooks ---------------------------------------------------------------------
-    def created(self, session: Any) -> None:
-        pass
-
-    polled = None       # nothing to do per poll: Api._tell skips it
-
-    def changed(self, session: Any) -> None:
+    def changed(self, session: Session) -> None:
         rooms = {key: bound.query_key for key, bound in session.bounds.items()}
         self._set(session, session.user, rooms)
 
-    def destroyed(self, session: Any) -> None:
+    def destroyed(self, session: Session) -> None:
         self._set(session, None, {})
 
     expired = destroyed
 
     def _presence_view(self, room: str) -> bool:
-        spec = self.engine.catalog.views.get(room.partition("(")[0])
+        spec = self.catalog.views.get(room.partition("(")[0])
         return bool(getattr(spec, "presence", False))
 
-    def _set(self, session: Any, user: Any, rooms: dict[str, str]) -> None:
+    def _set(self, session: Session, user: Any, rooms: dict[str, str]) -> None:
         old_user, old_rooms = self.members.pop(session.id, (None, {}))
         if rooms:
             self.members[session.id] = (user, rooms)
@@ -225,7 +231,8 @@ class Presence:
                 self.published.discard(room)
             self.store.write(room, users).addErrback(self._failed, room, users)
         for room in list(self.watchers):
-            self.store.read(room).addCallbacks(self._read, self._unread, (room,), None, (room,))
+            self.store.read(room).addCallbacks(self._read, self._unread, callbackArgs=(room,),
+                                               errbackArgs=(room,))
 
     def _prime(self, room: str) -> None:
         """A room gets its first watcher here: learn who is there already,
@@ -263,7 +270,7 @@ class Presence:
         if not isinstance(key, str):
             raise BadParams("key must be a subscription key (a string)")
 
-        def listed(session: Any) -> Deferred:
+        def listed(session: Session) -> Deferred:
             bound = session.bounds.get(key)
             if bound is None:
                 raise UnknownKey("this session has no subscription with that key")

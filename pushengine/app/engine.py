@@ -6,14 +6,26 @@ from typing import Any
 from twisted.internet.interfaces import IReactorTime
 
 from pushengine.core.engine import Engine
+from pushengine.core.hooks import Hooks
 from pushengine.core.sessions import SessionSettings
+from pushengine.views.once import SeenFilter
 from pushengine.views.registry import ViewRegistry
 from pushengine.views.spec import Catalog
 
 
 def build_engine(clock: IReactorTime, catalog: Catalog, store: Any,
-                 settings: SessionSettings | None = None, seen: Any = None) -> Engine:
+                 settings: SessionSettings | None = None, seen: SeenFilter | None = None,
+                 hooks: Hooks | None = None) -> Engine:
     """An engine over ``store`` with the live views of ``catalog``;
-    ``seen``: the seen filters of once-per-user views (``views.once.SeenFilter``)."""
-    registry = ViewRegistry(catalog, store, schedule=lambda f: clock.callLater(0, f), seen=seen)
-    return Engine(clock, catalog, store, registry, settings)
+    ``seen``: the seen filters of once-per-user views (``views.once.SeenFilter``);
+    ``hooks``: the node's session hooks (the Api is given the same)."""
+    engine: Engine | None = None
+
+    def reset() -> None:
+        """Windows were reset outside a change: answer the polls they woke."""
+        if engine is not None:
+            engine.sessions.flush()
+    registry = ViewRegistry(catalog, store, schedule=lambda f: clock.callLater(0, f), seen=seen,
+                            on_reset=reset)
+    engine = Engine(clock, catalog, store, registry, settings, hooks)
+    return engine

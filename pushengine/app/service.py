@@ -6,12 +6,15 @@ ones. Everything else only sees the interfaces.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, cast
 
 from twisted.application import service, strports
 from twisted.application.internet import TimerService
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python import usage
+from twisted.web import http
 from twisted.web.server import Site
 
 from pushengine.metrics import prometheus as metrics
@@ -19,6 +22,8 @@ from pushengine.api.methods import Api, method_table
 from pushengine.api.auth import ApiKeys, TokenVerifier
 from pushengine.app.engine import build_engine
 from pushengine.feeds.memory import MemoryFeed
+from pushengine.core.hooks import Hooks
+from pushengine.core.interfaces import ChangeFeed, ChangeSink
 from pushengine.core.limits import CallRate
 from pushengine.memcache import MemcacheClient, build_cache
 from pushengine.memcache.online import OnlineCounter
@@ -43,7 +48,7 @@ class EngineSite(Site):
 
     access_log = False
 
-    def log(self, request) -> None:
+    def log(self, request: http.Request) -> None:
         if self.access_log:
             super().log(request)
 
@@ -51,7 +56,7 @@ class EngineSite(Site):
 class FeedService(service.Service):
     """Starts the feed into the engine when the application starts."""
 
-    def __init__(self, feed: Any, sink: Any) -> None:
+    def __init__(self, feed: ChangeFeed, sink: ChangeSink) -> None:
         self.feed = feed
         self.sink = sink
 
@@ -59,12 +64,12 @@ class FeedService(service.Service):
         super().startService()
         self.feed.start(self.sink)
 
-    def stopService(self):
+    def stopService(self) -> Deferred[Any] | None:
         super().stopService()
         return self.feed.stop()
 
 
-def timer(interval: float, body, clock) -> TimerService:
+def timer(interval: float, body: Callable[[], object], clock: IReactorTime) -> TimerService:
     """A TimerService whose body logs its errors instead of dying of them."""
     def safe() -> None:
         try:
@@ -106,21 +111,26 @@ class Node:
         self.sources["memcache"] = self.cache
         self.store = self._store()
         self.feed = self._feed()
+        # every part that hears of sessions is added here once; the Api and
+        # the session manager both tell this one list
+        self.hooks = Hooks()
+        self._bloom()
         self.engine = build_engine(reactor, self.catalog, self.store, SessionSettings(
             session_timeout=options["session-timeout"], max_timeout=options["max-timeout"],
             max_sessions=options["max-sessions"], max_subscriptions=options["max-subscriptions"],
             max_queue=options["max-queue"],
-            max_client_sessions=options["max-client-sessions"]))
+            max_client_sessions=options["max-client-sessions"]), seen=self.seen, hooks=self.hooks)
         self.online = self._online()
         self.cluster = self._cluster()
-        self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
-                       resume=self.cluster.resume if self.cluster is not None else None)
         if self.cluster is not None:
-            self.api.hooks.append(self.cluster.hooks)
+            self.hooks.add(self.cluster.hooks)
+        self._unique()
+        self._segments()
+        self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
+                       resume=self.cluster.resume if self.cluster is not None else None,
+                       hooks=self.hooks, unique=self.unique, segments=self.contacts)
         if self.api.profiles is not None:
             self.sources["profiles"] = self.api.profiles
-        self._bloom()
-        self._segments()
         self._webhooks()
         self._presence()
         self._admin()
@@ -185,19 +195,26 @@ class Node:
 
     def _bloom(self) -> None:
         """Scalable Bloom filters (SPEC section 14), in Redis with --redis
-        (every node shares them), in process otherwise; and what uses them:
-        the bf.* methods, stats.unique, once_per_user views."""
+        (every node shares them), in process otherwise; the bf.* methods and
+        the seen filters of once_per_user views (the engine's) use them."""
         from pushengine.app.adapters import build_bloom
         from pushengine.bloom.methods import BloomMethods
-        from pushengine.bloom.unique import UniqueHooks, UniqueUsers
         from pushengine.views.once import SeenFilter
-        self.bloom = build_bloom(self.reactor, self.options["redis"])
-        self.api.unique = UniqueUsers(self.bloom, self.reactor, self.options["online-period"])
-        self.api.hooks.append(UniqueHooks(self.api.unique))
-        self.engine.registry.seen = SeenFilter(self.bloom)
+        try:
+            self.bloom = build_bloom(self.reactor, self.options["redis"])
+        except ValueError as e:
+            raise usage.UsageError(f"--redis: {e}") from None
+        self.seen = SeenFilter(self.bloom)
         self.bloom_methods = BloomMethods(self.bloom, self.options["publish-key"])
-        self.sources.update(bloom=self.bloom, unique=self.api.unique,
-                            seen=self.engine.registry.seen)
+        self.sources.update(bloom=self.bloom, seen=self.seen)
+
+    def _unique(self) -> None:
+        """``stats.unique`` (SPEC section 14): distinct users per view key,
+        counted in the Bloom filters as sessions subscribe and poll."""
+        from pushengine.bloom.unique import UniqueHooks, UniqueUsers
+        self.unique = UniqueUsers(self.bloom, self.reactor, self.options["online-period"])
+        self.hooks.add(UniqueHooks(self.unique))
+        self.sources["unique"] = self.unique
 
     def _presence(self) -> None:
         """Who is online in each view, shared through memcached or Redis (SPEC 16)."""
@@ -209,9 +226,8 @@ class Node:
         except ValueError as e:
             raise usage.UsageError(f"--redis: {e}") from None
         self.presence = Presence(self.engine, store, self.reactor,
-                                 with_session=self.api._with_session)
-        self.api.hooks.append(self.presence)
-        self.engine.sessions.expire_hooks.append(self.presence.expired)
+                                 with_session=self.api.with_session)
+        self.hooks.add(self.presence)
         self.sources["presence"] = self.presence
 
     def _admin(self) -> None:
@@ -227,8 +243,7 @@ class Node:
         if key:
             self.admin_hub = AdminHub(self.engine.sessions, self.reactor,
                                       key.encode("utf-8", "surrogateescape"))
-            self.api.hooks.append(self.admin_hub)
-            self.engine.sessions.expire_hooks.append(self.admin_hub.expired)
+            self.hooks.add(self.admin_hub)
             self.stats_publisher = StatsPublisher(self.options["node-id"], self.engine,
                                                   self.feed, self.admin_hub, self.reactor,
                                                   self.health)
@@ -250,9 +265,7 @@ class Node:
         self.webhooks = WebhookSender(
             self._webhook_client(), self.options["webhook-url"], self.options["webhook-secret"],
             self.options["node-id"], self.reactor, max_queue=self.options["webhook-queue"])
-        hooks = WebhookHooks(self.webhooks)
-        self.api.hooks.append(hooks)
-        self.engine.sessions.expire_hooks.append(hooks.expired)
+        self.hooks.add(WebhookHooks(self.webhooks))
         self.sources["webhooks"] = self.webhooks
 
     def _webhook_client(self) -> Any:
@@ -262,19 +275,20 @@ class Node:
 
     def _segments(self) -> None:
         """Audience segments (SPEC section 15): in Redis with --redis, in
-        process otherwise; sessions' views bound to them look them up."""
+        process otherwise; the contacts of each authorized session, which
+        its views bound to segments look up."""
         from pushengine.app.adapters import build_segments
+        from pushengine.segments.contacts import SegmentMembership
+        from pushengine.segments.reevaluate import Reevaluator
         try:
             self.segments = build_segments(self.reactor, self.options["redis"])
         except ValueError as e:
             raise usage.UsageError(f"--redis: {e}") from None
-        self.api.segments = self.segments
         self.sources["segments"] = self.segments
+        self.contacts = SegmentMembership(self.segments)
+        self.hooks.add(self.contacts)
         # an upload or delete (here, or on another node) moves subscribed sessions
-        from pushengine.segments.reevaluate import Reevaluator
-        self.reevaluator = Reevaluator(self.engine.sessions, self.segments)
-        if self.cluster is not None:
-            self.cluster.resume.subscribe_as = self.reevaluator.subscribe_as
+        self.reevaluator = Reevaluator(self.engine.sessions, self.segments, self.contacts)
 
     def _admit(self, caller: Any, calls: int) -> float:
         """The call rate per client address (0: go ahead, else seconds to wait)."""
@@ -356,11 +370,10 @@ class Node:
         report["bloom"] = self.bloom.health()
         if self.webhooks is not None:
             report["webhooks"] = self.webhooks.health()
-        store = getattr(self.presence, "store", None)
-        if getattr(store, "health", None) is not None:
-            report["presence"] = store.health()
-        if getattr(self.segments, "health", None) is not None:
-            report["segments"] = self.segments.health()
+        for name, part in (("presence", self.presence.store), ("segments", self.segments)):
+            health = getattr(part, "health", None)     # the backends that can tell
+            if health is not None:
+                report[name] = health()
         redis = self.sources.get("redis")
         report["redis"] = redis.health() if redis is not None else {"up": False,
                                                                     "kind": "none"}
@@ -385,7 +398,8 @@ class Node:
         site = EngineSite(guard_urls(self.web.resource()),
                           timeout=self.options["idle-timeout"],
                           reactor=self.reactor, parsePOSTFormSubmission=False)
-        site.protocol = deadline_protocol(self.options["header-timeout"])
+        # twisted declares the factory's protocol as a function: set as an attribute
+        cast(Any, site).protocol = deadline_protocol(self.options["header-timeout"])
         site.access_log = bool(self.options["access-log"])
         site.requestFactory = limited_request_factory(self.policy)
         # a segment upload is judged before its body is spooled (SPEC 15)

@@ -30,6 +30,8 @@ from twisted.python.failure import Failure
 
 from pushengine.bloom import errors
 from pushengine.bloom.base import BloomCommands
+from pushengine.core.hooks import SessionHooksBase
+from pushengine.core.sessions import Session
 
 log = Logger()
 
@@ -118,34 +120,21 @@ class UniqueUsers:
     counter_names = ("added", "errors")
 
 
-class SubscribedSession(Protocol):
-    """What the hooks read of a session (``core.sessions.Session``); its
-    ``user``, when it has one, is read with getattr."""
-
-    @property
-    def subs(self) -> Mapping[str, object]: ...
-
-
-class UniqueHooks:
-    """``Api.hooks`` member: a session counts its user in its view keys when
-    it subscribes, is authorized, or polls (``UniqueUsers.touch``)."""
+class UniqueHooks(SessionHooksBase):
+    """One of the node's session hooks (``core.hooks``): a session counts
+    its user in its view keys when it subscribes, is authorized, or polls
+    (``UniqueUsers.touch``)."""
 
     def __init__(self, unique: UniqueUsers) -> None:
         self.unique = unique
 
-    def _touch(self, session: SubscribedSession) -> None:
-        user = getattr(session, "user", None)
+    def _touch(self, session: Session) -> None:
+        user = session.user
         if user is not None and session.subs:
             self.unique.touch(user, list(session.subs))
 
-    def created(self, session: SubscribedSession) -> None:
-        return None
-
-    def destroyed(self, session: SubscribedSession) -> None:
-        return None
-
-    def changed(self, session: SubscribedSession) -> None:
+    def changed(self, session: Session) -> None:
         self._touch(session)
 
-    def polled(self, session: SubscribedSession) -> None:
+    def polled(self, session: Session) -> None:
         self._touch(session)

@@ -35,11 +35,11 @@ def registry_ttl(session_timeout: float, max_timeout: float, refresh: float) -> 
 def build_cluster(registry: Any, engine: Any, online: Any, clock: Any,
                   refresh_interval: float = 10.0) -> Cluster:
     """Hooks and resumer for ``engine`` on ``registry``; the caller adds
-    ``hooks`` to ``Api.hooks`` and passes ``resume`` to the Api."""
+    ``hooks`` to the node's session hooks (``core.hooks.Hooks``) and passes
+    ``resume`` to the Api."""
     hooks = RegistryHooks(registry, engine.sessions, clock, refresh_interval, online)
     resumer = Resumer(engine, registry, hooks, online)
     registry.on_moved = hooks.moved_away
-    engine.sessions.expire_hooks.append(hooks.expired)
     return Cluster(registry, hooks, resumer)
 
 

@@ -1,9 +1,9 @@
 """Keeping the registry's copy of every session of this node up to date.
 
-``RegistryHooks`` is one of ``Api.hooks``: the API calls ``created``,
-``changed`` (subscribe, unsubscribe, authorize), ``polled`` and ``destroyed``
-after those actions; the session manager calls ``expired``. What a session
-costs in Redis:
+``RegistryHooks`` is one of the node's session hooks (``core.hooks``): the
+API tells it of sessions ``created``, ``changed`` (subscribe, unsubscribe,
+authorize), ``polled`` and ``destroyed`` after those actions; the session
+manager of those ``expired``. What a session costs in Redis:
 
 - a whole write when it is created or its subscriptions or user change;
 - while it polls, at most one refresh every ``refresh_interval`` seconds
@@ -31,6 +31,8 @@ from twisted.python.failure import Failure
 
 from pushengine.cluster.record import SessionRecord
 from pushengine.cluster.registry import MISSING, MOVED, RegistryUnavailable
+from pushengine.core.hooks import SessionHooksBase
+from pushengine.core.sessions import Session, SessionManager
 
 log = Logger()
 
@@ -46,8 +48,8 @@ class _Mirror:
         self.dirty = False
 
 
-class RegistryHooks:
-    def __init__(self, registry: Any, sessions: Any, clock: IReactorTime,
+class RegistryHooks(SessionHooksBase):
+    def __init__(self, registry: Any, sessions: SessionManager, clock: IReactorTime,
                  refresh_interval: float = 10.0, online: Any = None) -> None:
         self.registry = registry
         self.sessions = sessions
@@ -65,16 +67,16 @@ class RegistryHooks:
         return int(self.clock.seconds() // length)
 
     # -- the API's hooks ----------------------------------------------------------
-    def created(self, session: Any) -> Deferred | None:
+    def created(self, session: Session) -> Deferred | None:
         """Fires once the entry is written (or the write failed): the API
         answers session.create then, so that any node can resume the session
         as soon as the client knows its id."""
         return self._write(session, take=True)
 
-    def changed(self, session: Any) -> None:
+    def changed(self, session: Session) -> None:
         self._write(session)
 
-    def polled(self, session: Any) -> None:
+    def polled(self, session: Session) -> None:
         mirror = self.mirrors.get(session.id)
         if mirror is None or mirror.dirty:
             self._write(session)
@@ -84,19 +86,19 @@ class RegistryHooks:
         if now - mirror.refreshed_at >= self.refresh_interval or period != mirror.period:
             self._refresh(session, mirror, now, period)
 
-    def destroyed(self, session: Any) -> None:
+    def destroyed(self, session: Session) -> None:
         self.mirrors.pop(session.id, None)
         d = self.registry.delete(session.id)
         d.addErrback(self._dropped, "deleting", session.id)
 
-    def expired(self, session: Any) -> None:
+    def expired(self, session: Session) -> None:
         """The session expired here: remove its entry if it is still ours."""
         self.mirrors.pop(session.id, None)
         d = self.registry.release(session.id)
         d.addErrback(self._dropped, "releasing", session.id)
 
     # -- the resumer's and the registry's -----------------------------------------
-    def resumed(self, session: Any, previous_owner: str | None) -> Deferred | None:
+    def resumed(self, session: Session, previous_owner: str | None) -> Deferred | None:
         """This node took the session over: own the entry, and tell the
         previous owner to drop its copy. Fires once the entry is ours (or
         the write failed)."""
@@ -121,7 +123,7 @@ class RegistryHooks:
         d.addCallback(check)
         d.addErrback(self._dropped, "checking the owner of", sid)
 
-    def drop(self, session: Any) -> None:
+    def drop(self, session: Session) -> None:
         """Forget a stale copy of a session that lives on another node now
         (its entry is not touched)."""
         self.mirrors.pop(session.id, None)
@@ -136,7 +138,7 @@ class RegistryHooks:
             forget(session.id)
 
     # -- writing ------------------------------------------------------------------
-    def _write(self, session: Any, take: bool = False, then: Any = None) -> Deferred | None:
+    def _write(self, session: Session, take: bool = False, then: Any = None) -> Deferred | None:
         now, period = self.clock.seconds(), self.period()
         mirror = self.mirrors.get(session.id)
         if mirror is None:
@@ -159,7 +161,7 @@ class RegistryHooks:
         d.addErrback(self._write_failed, session)
         return d
 
-    def _refresh(self, session: Any, mirror: _Mirror, now: float, period: int | None) -> None:
+    def _refresh(self, session: Session, mirror: _Mirror, now: float, period: int | None) -> None:
         if not self.registry.available:
             mirror.dirty = True
             self._count_dropped()
@@ -179,7 +181,7 @@ class RegistryHooks:
         d.addCallback(refreshed)
         d.addErrback(self._write_failed, session)
 
-    def _write_failed(self, failure: Failure, session: Any) -> None:
+    def _write_failed(self, failure: Failure, session: Session) -> None:
         mirror = self.mirrors.get(session.id)
         if mirror is not None:
             mirror.dirty = True

@@ -22,16 +22,20 @@ from __future__ import annotations
 
 import re
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import Deferred, FirstError, fail, gatherResults, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from pushengine.cluster.hooks import RegistryHooks
 from pushengine.cluster.record import BadRecord, SessionRecord
 from pushengine.cluster.registry import RegistryUnavailable
+from pushengine.core.engine import Engine
 from pushengine.core.errors import ApiError, LimitReached, UnknownSession
+from pushengine.core.sessions import Session
 from pushengine.views.conditions import ParamError
+from pushengine.views.spec import Catalog
 
 log = Logger()
 
@@ -42,7 +46,8 @@ _SID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 class Resumer:
     """``Api.resume``: ``resumer(sid, ack=None)`` → Deferred[Session]."""
 
-    def __init__(self, engine: Any, registry: Any, hooks: Any, online: Any = None) -> None:
+    def __init__(self, engine: Engine, registry: Any, hooks: RegistryHooks,
+                 online: Any = None) -> None:
         self.engine = engine
         self.sessions = engine.sessions
         self.registry = registry
@@ -51,16 +56,13 @@ class Resumer:
         self._pending: dict[str, list[Deferred]] = {}
         # resumed session → the seq of its first reset
         self._fresh: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        # subscribe under the client's key when binding again gives another
-        # (segments/reevaluate.py sets it; None: subscribe under the new key)
-        self.subscribe_as: Any = None
 
     def __call__(self, sid: Any, ack: int | None = None) -> Deferred:
         if not isinstance(sid, str) or not _SID.match(sid):
             return fail(UnknownSession("unknown session; create a new one"))
         waiters = self._pending.get(sid)
         if waiters is not None:  # a resume of this id is under way: share it
-            d = Deferred()
+            d: Deferred[Any] = Deferred()
             waiters.append(d)
             return d
         if not self.registry.available:
@@ -102,9 +104,9 @@ class Resumer:
         if existing is not None:  # came back meanwhile (another call resumed it)
             return succeed(existing)
         session = self.sessions.create(sid)  # LimitReached: 1004, as for a new session
-        session.user = record.user
+        self.sessions.authorize(session, record.user)
         self.sessions.continue_numbering(session, max(record.seq, ack or 0))
-        catalog = self.engine.catalog
+        catalog = cast(Catalog, self.engine.catalog)   # the views file (the core types less)
         opening = []
         for sub in record.subs:
             spec = catalog.views.get(sub.view)
@@ -112,12 +114,12 @@ class Resumer:
                 if spec is None:
                     raise ParamError(f"the view {sub.view} is no longer declared")
                 bound = spec.bind(sub.params, session.user, sub.limit)
-                # the record holds no contact digests: a view bound to
-                # $session.segments gets none (fail closed), under the key
-                # the client knows (docs/segments.md)
-                if bound.key != sub.key and self.subscribe_as is not None \
-                        and getattr(spec, "needs_segments", False):
-                    d = self.subscribe_as(session, bound, sub.key)
+                # the record holds no contact digests (the segments package
+                # keeps them per session, on the node that authorized it): a
+                # view bound to $session.segments gets none (fail closed),
+                # under the key the client knows (docs/segments.md)
+                if bound.key != sub.key and getattr(spec, "needs_segments", False):
+                    d = self.sessions.subscribe(session, bound, sub.key)
                 else:
                     if bound.key != sub.key:
                         log.warn("session {sid}: {old} is now keyed {new}", sid=sid[:8],
@@ -152,12 +154,13 @@ class Resumer:
 
         def not_opened(failure: Failure) -> Failure:
             self.sessions.destroy(session)  # half a session helps no one; the entry stays
-            if failure.check(FirstError):
-                return failure.value.subFailure
+            if isinstance(failure.value, FirstError):
+                sub: Failure = failure.value.subFailure
+                return sub
             return failure
         return gatherResults(opening, consumeErrors=True).addCallbacks(opened, not_opened)
 
-    def ahead(self, session: Any, ack: int) -> Deferred:
+    def ahead(self, session: Session, ack: int) -> Deferred:
         """A poll acknowledges more than ``session`` numbered. Fire with the
         session to poll (renumbered, or resumed again because this copy was
         stale), or None when the ``ack`` is simply wrong."""

@@ -12,6 +12,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from pushengine.core.changes import Change
+from pushengine.core.hooks import Hooks
 from pushengine.core.sessions import SessionManager, SessionSettings
 from pushengine.core.interfaces import TypeCatalog, ViewSource
 
@@ -30,16 +31,18 @@ class EngineCounters:
 
 class Engine:
     def __init__(self, clock: IReactorTime, catalog: TypeCatalog, store: Any,
-                 registry: ViewSource, settings: SessionSettings | None = None) -> None:
+                 registry: ViewSource, settings: SessionSettings | None = None,
+                 hooks: Hooks | None = None) -> None:
         """``registry`` holds the live views over ``store``
         (``pushengine.views.registry.ViewRegistry``; built with the engine by
-        ``pushengine.app.engine.build_engine``)."""
+        ``pushengine.app.engine.build_engine``, which has it answer the polls
+        its resets wake through ``sessions.flush``); ``hooks``: the node's
+        session hooks (``core.hooks``), given to the session manager."""
         self.clock = clock
         self.catalog = catalog
         self.store = store
         self.registry = registry
-        self.sessions = SessionManager(clock, self.registry, settings)
-        self.registry.on_reset = self.sessions.flush
+        self.sessions = SessionManager(clock, self.registry, settings, hooks)
         self.counters = EngineCounters()
 
     # -- ChangeSink --------------------------------------------------------

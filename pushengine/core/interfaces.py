@@ -6,12 +6,15 @@ chooses the implementations in one place when the service is built.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from twisted.internet.defer import Deferred
 
 from pushengine.core.changes import Change
 from pushengine.core.events import Fragment
+
+if TYPE_CHECKING:
+    from pushengine.core.sessions import Session
 
 
 class FeedUnavailable(Exception):
@@ -66,12 +69,21 @@ class Binding(Protocol):
     """A view bound to its parameters (``views.spec.BoundView``): what a
     session subscribes to."""
 
-    key: str
+    @property
+    def key(self) -> str:
+        """The subscription's key (the view, its parameters, its limit)."""
+
+    @property
+    def query_key(self) -> str:
+        """The key without the limit: the query every limit shares."""
 
 
 class LiveWindow(Protocol):
     """What a subscription shows (``views.window.Window``): the first
-    ``limit`` objects of a live query, shared by its subscribers."""
+    ``limit`` objects of a live query, shared by its subscribers. It is what
+    ``Session.subs`` holds under each key: the window itself, or a
+    ``core.routes.Route`` that shows a window under the client's key when
+    that is not the window's."""
 
     key: str
     subscribers: set[Any]
@@ -85,12 +97,15 @@ class LiveWindow(Protocol):
     def ping(self) -> None:
         """Say ``ping`` to the subscribers if nothing was said since the last one."""
 
+    def leave(self, session: Any) -> LiveWindow:
+        """``session`` no longer holds this entry: it stops receiving
+        through it; returns the window to close when nobody else holds it
+        (a window gives itself, a route the window it routes)."""
+
 
 class ViewSource(Protocol):
     """The live views (``views.registry.ViewRegistry``): opens and closes
     shared windows and applies changes to every query."""
-
-    on_reset: Callable[[], None]
 
     def open(self, bound: Any) -> Deferred:
         """Fire with the shared window of ``bound``."""
@@ -112,3 +127,20 @@ class TypeCatalog(Protocol):
     """The object types the views file declares (``views.spec.Catalog``)."""
 
     types: Any
+
+
+class SessionLookup(Protocol):
+    """``lookup(sid, then)``: ``then(session)`` for a session this node holds,
+    at once, or a Deferred that first resumes it from the cluster registry
+    (``Api.with_session``); UnknownSession when there is none."""
+
+    def __call__(self, sid: Any, then: Callable[[Session], Any]) -> Any: ...
+
+
+class SegmentLookup(Protocol):
+    """The audience segments of a session (``segments.contacts.SegmentMembership``,
+    from the contacts its token carried; SPEC 15)."""
+
+    def segments_of(self, session: Session) -> Deferred[list[str]]:
+        """Fire with the names of the segments the session's contacts are
+        in (none without contacts); fails when the store cannot answer."""

@@ -36,16 +36,19 @@ import secrets
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from pushengine.core.errors import LimitReached, RateLimited, UnknownKey, UnknownSession
+from pushengine.core.errors import (
+    LimitReached, NotAuthorized, RateLimited, UnknownKey, UnknownSession)
 from pushengine.core.events import DROPPED, RESET, Fragment, RawUTF8, encode_event, events_json
+from pushengine.core.hooks import Hooks
 from pushengine.core.limits import SessionCounts
 from pushengine.core.interfaces import Binding, LiveWindow, ViewSource
+from pushengine.core.routes import Route, entry_for
 
 log = Logger()
 EMPTY = RawUTF8(b"[]")
@@ -94,8 +97,12 @@ class LongPoll:
 
 
 class Session:
+    """One client's session. Its ``user``, ``subs`` and ``bounds`` are read
+    anywhere but changed only by its SessionManager (``authorize``,
+    ``subscribe``, ``install``, ``move``, ``remove``)."""
+
     __slots__ = ("id", "user", "subs", "queue", "replay", "next_seq", "delivery", "expiry",
-                 "manager", "bounds", "client", "sent", "segment_hashes", "__weakref__")
+                 "manager", "bounds", "client", "sent", "__weakref__")
 
     def __init__(self, manager: "SessionManager", id_: str, client: Any = None) -> None:
         self.manager = manager
@@ -150,7 +157,9 @@ def new_session_id() -> str:
 
 class SessionManager:
     def __init__(self, clock: IReactorTime, registry: ViewSource,
-                 settings: SessionSettings | None = None) -> None:
+                 settings: SessionSettings | None = None, hooks: Hooks | None = None) -> None:
+        """``hooks``: the node's session hooks (the API's too); the manager
+        tells them of the sessions that expire, after they are gone."""
         self.clock = clock
         self.registry = registry
         self.settings = settings or SessionSettings()
@@ -164,8 +173,9 @@ class SessionManager:
         self.events_out = 0
         self.replays = 0                 # streams resumed from the replay buffer
         self.per_client = SessionCounts(self.settings.max_client_sessions)
-        # called with each session destroyed for not polling (after it is gone)
-        self.expire_hooks: list[Callable[[Session], None]] = []
+        self.hooks = hooks if hooks is not None else Hooks()
+        # the routes that show a window under a client's key (core/routes.py)
+        self.routes: dict[tuple[LiveWindow, str], Route] = {}
 
     # -- sessions --------------------------------------------------------------
     def create(self, id_: str | None = None, client: Any = None) -> Session:
@@ -219,11 +229,7 @@ class SessionManager:
         if session.delivery is None and self.sessions.get(session.id) is session:
             self.expired += 1
             self.destroy(session)
-            for hook in self.expire_hooks:
-                try:
-                    hook(session)
-                except Exception:
-                    log.failure("an expiry hook failed")
+            self.hooks.expired(session)
 
     # -- numbering (for the cluster resumer: nothing else touches it) -----------
     def last_seq(self, session: Session) -> int:
@@ -260,47 +266,96 @@ class SessionManager:
         return [(seq, f.key, f) for seq, f in enumerate(session.queue, session.sent + 1)
                 if f is not DROPPED]
 
-    # -- subscriptions ---------------------------------------------------------
-    def subscribe(self, session: Session, bound: Binding) -> Deferred:
-        """Fire with ``[key, state]``; the session shares the view's window."""
-        key = bound.key
-        if key not in session.subs and len(session.subs) >= self.settings.max_subscriptions:
-            raise LimitReached(
-                f"a session may hold at most {self.settings.max_subscriptions} subscriptions")
+    # -- users and subscriptions (nothing else changes user, subs, bounds) ---
+    def authorize(self, session: Session, user: Any) -> None:
+        """The session is ``user``'s from now on; NotAuthorized when it is
+        another user's already (the same user again changes nothing)."""
+        if session.user is not None and session.user != user:
+            raise NotAuthorized("this session is authorized as another user")
+        session.user = user
+
+    def subscribe(self, session: Session, bound: Binding, key: str | None = None) -> Deferred:
+        """Fire with ``[key, state]``; the session shares the view's window.
+
+        ``key``: the client's key when it is not ``bound.key`` (a session
+        resumed here whose segments bind the view under another key): the
+        window is shown under it (``core.routes``)."""
+        if key is None:
+            key = bound.key
+        limit = self.settings.max_subscriptions
+        if key not in session.subs and len(session.subs) >= limit:
+            raise LimitReached(f"a session may hold at most {limit} subscriptions")
         d = self.registry.open(bound)
 
         def opened(window: LiveWindow) -> list:
             if self.sessions.get(session.id) is not session:
                 self.registry.close(window)
                 raise UnknownSession("the session ended while subscribing")
-            if key in session.subs:
-                if session.subs[key] is not window:     # kept on another view (segments/reevaluate.py)
-                    self._detach_window(session, key)
-                self._drop_queued(session, key)
-            elif len(session.subs) >= self.settings.max_subscriptions:
+            if key not in session.subs and len(session.subs) >= limit:
                 self.registry.close(window)
-                raise LimitReached(
-                    f"a session may hold at most {self.settings.max_subscriptions} subscriptions")
-            session.subs[key] = window
-            session.bounds[key] = bound
-            window.subscribers.add(session)
-            return [key, window.state()]
+                raise LimitReached(f"a session may hold at most {limit} subscriptions")
+            return [key, self.install(session, key, window, bound).state()]
         return d.addCallback(opened)
+
+    def install(self, session: Session, key: str, window: LiveWindow,
+                bound: Binding) -> LiveWindow:
+        """Show ``window`` (opened for ``bound``) to ``session`` under
+        ``key``. A key held already is subscribed again: what it showed is
+        left and its unsent events go (the client takes the state afresh).
+        Returns the entry now in ``session.subs``."""
+        held = key in session.subs
+        entry = self._place(session, key, window, bound)
+        if held:
+            self._drop_queued(session, key)
+        return entry
+
+    def move(self, session: Session, key: str, window: LiveWindow,
+             bound: Binding) -> LiveWindow:
+        """Show ``window`` under the held ``key`` in place of what it showed,
+        keeping the events queued under it (the caller queues the
+        difference between the two states). Returns the new entry."""
+        if key not in session.subs:
+            raise UnknownKey("this session has no subscription with that key")
+        return self._place(session, key, window, bound)
+
+    def remove(self, session: Session, key: str) -> None:
+        """End the subscription ``key``: its window is left and its unsent
+        events go."""
+        self._detach_window(session, key)
+        self._drop_queued(session, key)
 
     def unsubscribe(self, session: Session, key: Any) -> None:
         if not isinstance(key, str) or key not in session.subs:
             raise UnknownKey("this session has no subscription with that key")
-        self._detach_window(session, key)
-        self._drop_queued(session, key)
+        self.remove(session, key)
+
+    def _place(self, session: Session, key: str, window: LiveWindow,
+               bound: Binding) -> LiveWindow:
+        """``session.subs[key]`` shows ``window``: the window itself, or the
+        route of (window, key); what the key showed before is left after
+        the new entry is joined (a window both show stays open)."""
+        entry = entry_for(self.routes, window, key)
+        old = session.subs.get(key)
+        if old is not entry:
+            if isinstance(entry, Route):
+                entry.join(session)
+            else:
+                window.subscribers.add(session)
+            if old is not None:
+                self._leave(session, old)
+            session.subs[key] = entry
+        session.bounds[key] = bound
+        return entry
 
     def _detach_window(self, session: Session, key: str) -> None:
-        window = session.subs.pop(key)
         session.bounds.pop(key, None)
-        leave = getattr(window, "leave", None)  # a Route: another view under this key (segments/reevaluate.py)
-        if leave is not None:
-            window = leave(session)
-        window.subscribers.discard(session)
-        self.registry.close(window)
+        self._leave(session, session.subs.pop(key))
+
+    def _leave(self, session: Session, entry: LiveWindow) -> None:
+        # the entry lets the session go (a route keeps the window's other
+        # subscriptions of the same session untouched); the window closes
+        # when nobody holds it
+        self.registry.close(entry.leave(session))
 
     @staticmethod
     def _drop_queued(session: Session, key: str) -> None:

@@ -16,14 +16,17 @@ client only knows the key it was given at subscribe time, so:
   that window is queued as it happens), so after the difference it equals the
   new window's state: the SPEC section 3 contract holds without a ``reset``
   and with nothing new for clients to learn;
-- later events of the new window reach the session through a ``Route``: one
-  subscriber per (window, client key) in the window's subscribers, which
-  rewrites the ``"key":...`` head of the encoded fragment once and hands the
-  same rewritten fragment to all of its sessions. ``session.subs[key]`` holds
-  the route, which answers ``state()`` and ``reset_fragment()`` under the
-  client's key, so an overflow or a resume reset stays under that key too.
+- later events of the new window reach the session through a ``Route``
+  (``pushengine.core.routes``): one subscriber per (window, client key) in
+  the window's subscribers, which rewrites the ``"key":...`` head of the
+  encoded fragment once and hands the same rewritten fragment to all of its
+  sessions. The session manager installs it (``SessionManager.move``) in
+  ``session.subs[key]``, where it answers ``state()`` and
+  ``reset_fragment()`` under the client's key, so an overflow or a resume
+  reset stays under that key too.
 
-Which sessions: those with hashed contacts holding a subscription whose view
+Which sessions: those with hashed contacts (``contacts.SegmentMembership``,
+filled at ``session.authorize``) holding a subscription whose view
 depends on the segment (an ``audience`` view, or ``in_segment`` naming it).
 Their membership of the changed segment is asked in one batch
 (``store.members``: one ``SMISMEMBER`` per 10,000 digests in Redis), so a
@@ -36,15 +39,16 @@ version per segment; see store.py).
 """
 from __future__ import annotations
 
-import json
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.logger import Logger
 
-from pushengine.core.errors import LimitReached, UnknownSession
-from pushengine.core.events import DELETE, INSERT, RESET, UPDATE, Fragment, encode_event
+from pushengine.core.events import DELETE, INSERT, UPDATE, encode_event
+from pushengine.core.sessions import Session, SessionManager
+from pushengine.segments.contacts import SegmentMembership
 from pushengine.views.operators.audience import SESSION_SEGMENTS
+from pushengine.views.spec import BoundView
 
 log = Logger()
 
@@ -61,79 +65,17 @@ def concerns(spec: Any, name: str) -> bool:
     return False
 
 
-def _head(key: str) -> str:
-    return '"key":' + json.dumps(key, ensure_ascii=False, separators=(",", ":"))
-
-
-class Route:
-    """The sessions that see ``window`` under another key (theirs).
-
-    It is the subscriber in the window's set: each event is rewritten once
-    (its ``"key":...`` head replaced) and queued for every session here. In
-    ``session.subs`` it stands for the window under the client's key."""
-
-    __slots__ = ("window", "key", "sessions", "owner", "_cut", "_head", "_last")
-
-    def __init__(self, owner: "Reevaluator", window: Any, key: str) -> None:
-        self.owner = owner
-        self.window = window
-        self.key = key
-        self.sessions: set = set()
-        self._cut = len(_head(window.key))
-        self._head = _head(key)
-        self._last: tuple[Any, Fragment] | None = None
-
-    # -- as a subscriber of the window ----------------------------------------
-    def deliver(self, fragment: str, key: str) -> None:
-        last = self._last
-        if last is not None and last[0] is fragment:
-            rewritten = last[1]
-        else:
-            rewritten = Fragment(self._head + fragment[self._cut:], self.key)
-            self._last = (fragment, rewritten)
-        for session in list(self.sessions):
-            session.deliver(rewritten, self.key)
-
-    # -- as the window in session.subs ------------------------------------------
-    @property
-    def query(self) -> Any:
-        return self.window.query
-
-    @property
-    def limit(self) -> int:
-        return self.window.limit
-
-    def state(self) -> list[dict]:
-        return self.window.state()
-
-    def reset_fragment(self) -> str:
-        return encode_event(self.key, RESET, self.window.state())
-
-    def join(self, session: Any) -> None:
-        self.sessions.add(session)
-        self.window.subscribers.add(self)
-
-    def leave(self, session: Any) -> Any:
-        """The session no longer sees the window through this route; the
-        real window (for SessionManager to close when nobody else holds it)."""
-        self.sessions.discard(session)
-        if not self.sessions:
-            self.window.subscribers.discard(self)
-            self.owner.routes.pop((self.window, self.key), None)
-        return self.window
-
-    def __repr__(self) -> str:
-        return f"<Route {self.window.key} as {self.key}: {len(self.sessions)} sessions>"
-
-
 class Reevaluator:
     """Moves subscribed sessions to the views their segments now give them."""
 
-    def __init__(self, manager: Any, store: Any) -> None:
+    def __init__(self, manager: SessionManager, store: Any,
+                 contacts: SegmentMembership) -> None:
+        """``store``: the segment store, whose changes re-evaluate;
+        ``contacts``: the sessions' contact digests."""
         self.manager = manager
         self.registry = manager.registry
         self.store = store
-        self.routes: dict[tuple[Any, str], Route] = {}
+        self.contacts = contacts
         self.counters = {"changes": 0, "sessions": 0, "moved": 0, "failures": 0}
         store.listeners.append(self.changed)
 
@@ -143,11 +85,13 @@ class Reevaluator:
         (with the number of subscriptions moved) once every move is done."""
         self.counters["changes"] += 1
         affected = []
+        of = self.contacts.of
         for session in list(self.manager.sessions.values()):
-            hashes = getattr(session, "segment_hashes", None)
+            hashes = of(session)
             if not hashes:
                 continue
-            keys = [k for k, b in session.bounds.items() if concerns(b.spec, name)]
+            keys = [k for k, b in session.bounds.items()
+                    if concerns(cast(BoundView, b).spec, name)]
             if keys:
                 affected.append((session, keys, hashes))
         if not affected:
@@ -160,7 +104,6 @@ class Reevaluator:
             for (session, keys, _), member in zip(affected, members):
                 for key in keys:
                     moves.append(self._rebind(session, key, name, bool(member)))
-            from twisted.internet.defer import gatherResults
             return gatherResults(moves, consumeErrors=True).addCallback(sum)
 
         def done(moved: int) -> int:
@@ -176,12 +119,12 @@ class Reevaluator:
             return 0
         return d.addCallback(answered).addCallbacks(done, failed)
 
-    def _rebind(self, session: Any, key: str, name: str, member: bool) -> Deferred:
+    def _rebind(self, session: Session, key: str, name: str, member: bool) -> Deferred:
         """Bind the subscription ``key`` again with ``name`` in (or out of)
         the session's segments; move it when that gives another view."""
         if self.manager.sessions.get(session.id) is not session:
             return succeed(0)
-        bound = session.bounds.get(key)
+        bound = cast("BoundView | None", session.bounds.get(key))
         if bound is None or key not in session.subs:
             return succeed(0)
         current = set(bound.values.get(SESSION_SEGMENTS) or ())
@@ -199,7 +142,7 @@ class Reevaluator:
             return 0
         return d.addErrback(failed)
 
-    def _opened(self, window: Any, session: Any, key: str, old: Any, new: Any,
+    def _opened(self, window: Any, session: Session, key: str, old: Any, new: Any,
                 name: str, member: bool) -> Any:
         alive = self.manager.sessions.get(session.id) is session and key in session.subs
         if not alive or session.bounds.get(key) is not old:
@@ -211,57 +154,15 @@ class Reevaluator:
         return 1
 
     # -- moving one subscription ---------------------------------------------
-    def move(self, session: Any, key: str, bound: Any, window: Any) -> None:
+    def move(self, session: Session, key: str, bound: Any, window: Any) -> None:
         """Show ``window`` to ``session`` under ``key`` in place of what it
         showed there, queuing the difference as events under ``key``."""
-        entry = session.subs[key]
-        before = entry.state()
+        before = session.subs[key].state()
         after = window.state()
-        self._leave(session, entry)
-        self._install(session, key, bound, window)
+        self.manager.move(session, key, window, bound)
         for action, obj, old in diff(before, after, bound.spec.id_field):
             session.deliver(encode_event(key, action, obj, old), key)
         self.counters["moved"] += 1
-
-    def _leave(self, session: Any, entry: Any) -> None:
-        leave = getattr(entry, "leave", None)
-        window = leave(session) if leave is not None else entry
-        window.subscribers.discard(session)
-        self.registry.close(window)
-
-    def _install(self, session: Any, key: str, bound: Any, window: Any) -> None:
-        if window.key == key:
-            window.subscribers.add(session)
-            session.subs[key] = window
-        else:
-            route = self.routes.get((window, key))
-            if route is None:
-                route = self.routes[(window, key)] = Route(self, window, key)
-            route.join(session)
-            session.subs[key] = route
-        session.bounds[key] = bound
-
-    # -- subscribing under a given key (a session resumed on this node) ---------
-    def subscribe_as(self, session: Any, bound: Any, key: str) -> Deferred:
-        """As ``SessionManager.subscribe``, but under the client's ``key``
-        when binding gives another one (the session's segments differ from
-        those it subscribed with). Fires with ``[key, state]``."""
-        if bound.key == key:
-            return self.manager.subscribe(session, bound)
-        limit = self.manager.settings.max_subscriptions
-        if key not in session.subs and len(session.subs) >= limit:
-            raise LimitReached(f"a session may hold at most {limit} subscriptions")
-        d = self.registry.open(bound)
-
-        def opened(window: Any) -> list:
-            if self.manager.sessions.get(session.id) is not session:
-                self.registry.close(window)
-                raise UnknownSession("the session ended while subscribing")
-            if key in session.subs:
-                self._leave(session, session.subs.pop(key))
-            self._install(session, key, bound, window)
-            return [key, session.subs[key].state()]
-        return d.addCallback(opened)
 
 
 def diff(before: list[dict], after: list[dict], id_field: str = "id") -> Iterable[tuple]:

@@ -63,7 +63,8 @@ class SpecIndex:
 class ViewRegistry:
     def __init__(self, catalog: Catalog, store: ObjectStore,
                  schedule: Callable[[Callable[[], None]], object] | None = None,
-                 seen: SeenFilter | None = None) -> None:
+                 seen: SeenFilter | None = None,
+                 on_reset: Callable[[], None] | None = None) -> None:
         """``schedule(f)`` runs ``f`` soon, outside the change being applied
         (the engine passes ``clock.callLater(0, f)``); it re-reads queries that
         ran short of a partial answer. ``on_reset`` is called after windows
@@ -71,7 +72,7 @@ class ViewRegistry:
         self.catalog = catalog
         self.store = store
         self.schedule = schedule
-        self.on_reset: Callable[[], None] = lambda: None
+        self.on_reset: Callable[[], None] = on_reset or (lambda: None)
         self._refilling: set[str] = set()
         self.refills = 0
         self.queries: dict[str, Query] = {}

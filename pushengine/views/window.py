@@ -56,6 +56,13 @@ class Window:
         """A reset event for one session (after its queue overflowed)."""
         return encode_event(self.key, RESET, self.state())
 
+    def leave(self, session: Subscriber) -> Window:
+        """``session`` no longer sees this window; the window to close when
+        nobody else holds it: itself (a ``core.routes.Route`` gives the
+        window it routes)."""
+        self.subscribers.discard(session)
+        return self
+
     def ping(self) -> None:
         """Send a ping unless the view spoke since the last one."""
         if not self.busy:

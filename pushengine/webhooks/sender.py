@@ -40,12 +40,15 @@ import hashlib
 import hmac
 import json
 from collections import deque
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+
+from pushengine.core.hooks import SessionHooksBase
+from pushengine.core.sessions import Session
 
 log = Logger()
 
@@ -83,16 +86,6 @@ class HttpClient(Protocol):
              headers: dict[bytes, list[bytes]]) -> Deferred[Any]: ...
 
     def content(self, response: Any) -> Deferred[bytes]: ...
-
-
-class UserSession(Protocol):
-    """What the hooks read of a session (``core.sessions.Session``)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def user(self) -> object: ...
 
 
 class BadStatus(Exception):
@@ -237,34 +230,30 @@ class WebhookSender:
                 "failing": self.failures > 0, "last_error": self.last_error}
 
 
-class WebhookHooks:
-    """One of ``Api.hooks`` (created, changed, polled, destroyed) and, through
-    ``expired``, one of ``SessionManager.expire_hooks``: turns them into the
-    four webhook events."""
+class WebhookHooks(SessionHooksBase):
+    """One of the node's session hooks (``core.hooks``): turns created,
+    authorized, destroyed and expired into the four webhook events."""
 
     def __init__(self, sender: WebhookSender) -> None:
         self.sender = sender
         self.users: dict[str, object] = {}   # session id -> the user last announced
 
-    def created(self, session: UserSession) -> None:
+    def created(self, session: Session) -> None:
         self.sender.send("session.created", session.id, session.user)
         if session.user is not None:
             self.users[session.id] = session.user
 
-    def changed(self, session: UserSession) -> None:
-        # subscribe, unsubscribe and authorize all say "changed": announce
-        # the session's user when it is new
+    def authorized(self, session: Session, claims: Mapping[str, Any]) -> None:
+        # a token of the user already announced (authorized again) is not new
         user = session.user
         if user is not None and self.users.get(session.id) != user:
             self.users[session.id] = user
             self.sender.send("session.authorized", session.id, user)
 
-    polled = None       # nothing to do per poll: Api._tell skips it
-
-    def destroyed(self, session: UserSession) -> None:
+    def destroyed(self, session: Session) -> None:
         self.users.pop(session.id, None)
         self.sender.send("session.destroyed", session.id, session.user)
 
-    def expired(self, session: UserSession) -> None:
+    def expired(self, session: Session) -> None:
         self.users.pop(session.id, None)
         self.sender.send("session.expired", session.id, session.user)

@@ -27,15 +27,13 @@ def stream(id_: int, live: bool = True, user_id: int = 2, **fields) -> dict:
 
 
 def node(bloom=None):
-    engine, clock = make_engine(VIEWS)
-    if bloom is not None:
-        engine.registry.seen = SeenFilter(bloom)
+    engine, clock = make_engine(VIEWS, seen=SeenFilter(bloom) if bloom is not None else None)
     return engine
 
 
 def subscribe(engine, user, users=(2,), limit=None):
     session = engine.sessions.create()
-    session.user = user
+    engine.sessions.authorize(session, user)
     bound = engine.catalog.views["News"].bind({"users": list(users)}, user, limit)
     key, state = fired(engine.sessions.subscribe(session, bound))
     return session, key, [o["id"] for o in state]
@@ -139,7 +137,7 @@ def test_with_a_late_filter_an_object_enters_a_round_trip_later():
     engine = node(bloom)
     engine.apply_changes([upsert(stream(1))])
     session = engine.sessions.create()
-    session.user = 7
+    engine.sessions.authorize(session, 7)
     d = engine.sessions.subscribe(
         session, engine.catalog.views["News"].bind({"users": [2]}, 7, None))
     assert not d.called

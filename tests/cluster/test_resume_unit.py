@@ -97,7 +97,7 @@ class HookFailureTests(SynchronousTestCase):
                 def fail_(session):
                     raise RuntimeError(f"{name} broke")
                 return fail_
-        node.api.hooks.insert(0, Broken())
+        node.api.hooks.add(Broken())
         sid = node.rpc("session.create")
         node.rpc("stream.subscribe_public_live", sid, 5)
         self.assertEqual(node.rpc("session.get_events", sid, 0), [])

@@ -14,10 +14,12 @@ from pushengine.stores.memory import MemoryStore
 from pushengine.views.spec import parse_catalog
 
 
-def make_engine(views: dict, types: dict | None = None, **settings: Any) -> tuple[Engine, Clock]:
+def make_engine(views: dict, types: dict | None = None, seen: Any = None,
+                hooks: Any = None, **settings: Any) -> tuple[Engine, Clock]:
     clock = Clock()
     catalog = parse_catalog({"types": types or {}, "views": views})
-    engine = build_engine(clock, catalog, MemoryStore(catalog.id_fields), SessionSettings(**settings))
+    engine = build_engine(clock, catalog, MemoryStore(catalog.id_fields), SessionSettings(**settings),
+                          seen=seen, hooks=hooks)
     return engine, clock
 
 

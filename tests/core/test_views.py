@@ -154,7 +154,7 @@ HOME = {"Home": {"type": "Stream", "params": ["users"],
 
 def subscribe(engine, name, params, user=None):
     s = engine.sessions.create()
-    s.user = user
+    engine.sessions.authorize(s, user)
     bound = engine.catalog.views[name].bind(params, user, None)
     key, state = result(engine.sessions.subscribe(s, bound))
     return s, state

@@ -97,7 +97,7 @@ def test_replay_equals_truth(seed, subs, ops, ack, partial):
     clients = []
     for view, params, limit, user in subs:
         session = engine.sessions.create()
-        session.user = user
+        engine.sessions.authorize(session, user)
         bound = engine.catalog.views[view].bind(params, user, limit)
         key, state = _result(engine.sessions.subscribe(session, bound))
         replica = Replica(state, VIEWS[view]["order"], limit)
@@ -342,6 +342,7 @@ def test_similar_replay_equals_truth(seed, subs, ops, ack, partial, indexed):
 # of that moment, and no object a session is shown (initial state, insert,
 # update, reset) is aimed at a segment the session is not in.
 
+from pushengine.segments.contacts import SegmentMembership  # noqa: E402
 from pushengine.segments.reevaluate import Reevaluator  # noqa: E402
 from pushengine.segments.store import MemorySegments  # noqa: E402
 from pushengine.segments.targeting import contact_digests  # noqa: E402
@@ -436,7 +437,8 @@ def _shown(event: dict) -> list[dict]:
 def test_audience_replay_equals_truth_and_never_leaks(seed, segments, subs, ops, ack):
     engine, clock = make_engine(AUDIENCE_VIEWS, max_queue=10_000)
     store = MemorySegments()
-    Reevaluator(engine.sessions, store)
+    contacts = SegmentMembership(store)
+    Reevaluator(engine.sessions, store, contacts)
     members = {n: set(m) for n, m in segments.items()}
 
     def upload(name, who):
@@ -460,9 +462,8 @@ def test_audience_replay_equals_truth_and_never_leaks(seed, segments, subs, ops,
     clients = []
     for view, contact, limit in subs:
         session = engine.sessions.create()
-        session.segment_hashes = contact_digests({"phone": phone(contact)}) \
-            if contact is not None else ()
-        found = _result(store.segments_of(list(session.segment_hashes)))
+        contacts.authorized(session, {"phone": phone(contact)} if contact is not None else {})
+        found = _result(contacts.segments_of(session))
         assert set(found) == segments_of(contact)
         bound = engine.catalog.views[view].bind({}, None, limit, segments=found)
         key, state = _result(engine.sessions.subscribe(session, bound))

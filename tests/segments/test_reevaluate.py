@@ -9,9 +9,10 @@ import pytest
 from twisted.internet.defer import Deferred, succeed
 
 from pushengine.core.changes import Change
-from pushengine.segments.reevaluate import Reevaluator, Route, diff
+from pushengine.core.routes import Route
+from pushengine.segments.reevaluate import Reevaluator, diff
 from pushengine.segments.store import MemorySegments
-from pushengine.segments.targeting import contact_digests
+from pushengine.segments.contacts import SegmentMembership
 from tests.core.helpers import Replica, make_engine
 from tests.deferreds import fired
 from tests.segments.test_http import (  # noqa: F401  (fixtures)
@@ -42,7 +43,8 @@ class Setup:
         self.engine, self.clock = make_engine(VIEWS, **settings)
         self.manager = self.engine.sessions
         self.store = store or MemorySegments()
-        self.re = Reevaluator(self.manager, self.store)
+        self.contacts = SegmentMembership(self.store)
+        self.re = Reevaluator(self.manager, self.store, self.contacts)
 
     def upload(self, name, phones):
         upload = self.store.begin(name)
@@ -51,11 +53,11 @@ class Setup:
 
     def session(self, phone=None):
         s = self.manager.create()
-        s.segment_hashes = contact_digests({"phone": phone}) if phone else ()
+        self.contacts.authorized(s, {"phone": phone} if phone else {})
         return s
 
     def subscribe(self, s, view, limit=3):
-        segments = fired(self.store.segments_of(list(s.segment_hashes)))
+        segments = fired(self.contacts.segments_of(s))
         bound = self.engine.catalog.views[view].bind({}, None, limit, segments=segments)
         key, state = fired(self.manager.subscribe(s, bound))
         return key, Replica(state, VIEWS[view]["order"], limit)
@@ -112,7 +114,7 @@ def test_in_segment_views_fill_and_empty():
 
 
 def test_sessions_moved_together_share_one_route_and_one_encoding(monkeypatch):
-    from pushengine.segments import reevaluate
+    from pushengine.core import routes
     t = Setup()
     a, b = t.session("79990000001"), t.session("79990000001")
     ka, ra = t.subscribe(a, "Offers")
@@ -121,8 +123,8 @@ def test_sessions_moved_together_share_one_route_and_one_encoding(monkeypatch):
     assert a.subs[ka] is b.subs[kb] and isinstance(a.subs[ka], Route)
     t.events(a), t.events(b)
     made = []
-    real = reevaluate.Fragment
-    monkeypatch.setattr(reevaluate, "Fragment", lambda *args: made.append(args) or real(*args))
+    real = routes.Fragment
+    monkeypatch.setattr(routes, "Fragment", lambda *args: made.append(args) or real(*args))
     t.engine.apply_changes([offer(7, "vip")])
     assert len(made) == 1                  # rewritten once for both sessions
     for s, key in ((a, ka), (b, kb)):
@@ -131,7 +133,7 @@ def test_sessions_moved_together_share_one_route_and_one_encoding(monkeypatch):
     # unsubscribing both frees the route and the new view's query
     t.manager.unsubscribe(a, ka)
     t.manager.unsubscribe(b, kb)
-    assert t.re.routes == {} and t.engine.registry.queries == {}
+    assert t.manager.routes == {} and t.engine.registry.queries == {}
 
 
 def test_an_overflow_resets_under_the_clients_key():
@@ -158,7 +160,7 @@ def test_subscribing_again_under_the_same_key_leaves_the_route():
     key2, replica = t.subscribe(s, "Offers")
     assert key2 != key and [o["id"] for o in replica.ordered()] == [1]
     t.manager.destroy(s)
-    assert t.re.routes == {} and t.engine.registry.queries == {}
+    assert t.manager.routes == {} and t.engine.registry.queries == {}
 
 
 class SlowStore(MemorySegments):
@@ -200,7 +202,7 @@ def test_a_session_gone_or_unsubscribed_meanwhile_is_left_alone():
     t.manager.destroy(s)
     t.manager.unsubscribe(u, ukey)
     t.store.release(0)
-    assert t.engine.registry.queries == {} and t.re.routes == {}
+    assert t.engine.registry.queries == {} and t.manager.routes == {}
 
 
 def test_store_failure_keeps_what_sessions_see():
@@ -328,8 +330,11 @@ def test_a_resumed_session_keeps_its_key_without_segments(tmp_path):
     events = b.rpc("session.get_events", sid, 0)
     assert [(e["key"], e["action"], [o["id"] for o in e["obj"]]) for e in events] == [
         (key, "reset", [2])]
+    resumed = b.engine.sessions.get(sid)
+    assert b.contacts.of(resumed) == () and isinstance(resumed.subs[key], Route)
     b.http.post("/api/publish", [{"type": "Offer", "action": "upsert",
                                   "obj": {"id": 3, "public": True}}])
     assert [(e["key"], e["obj"]["id"]) for e in b.rpc("session.get_events", sid, 0)] == [
         (key, 3)]
     assert b.rpc("session.unsubscribe", sid, key) is True
+    assert b.engine.sessions.routes == {}
