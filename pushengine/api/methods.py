@@ -18,6 +18,9 @@ from pushengine.api.auth import TokenVerifier
 from pushengine.core.engine import Engine
 from pushengine.core.errors import (
     BadParams, MethodNotFound, NotAuthorized, UnknownKey, UnknownView)
+from pushengine.core.events import RawUTF8
+from pushengine.core.interfaces import Poller
+from pushengine.core.sessions import Delivery, Session
 from pushengine.api.profiles import PROFILE_TYPE, Profiles
 from pushengine.api.rpc import Method
 from pushengine.views.conditions import ParamError, ViewDefinitionError
@@ -68,8 +71,9 @@ def method_table(tables: list[dict[str, Method]], catalog: Any,
 
 class Api:
     def __init__(self, engine: Engine, tokens: TokenVerifier, online: Any,
-                 resume: Callable[..., Deferred] | None = None) -> None:
-        """``resume(sid, ack=None)`` → Deferred[Session] re-creates a session
+                 resume: Callable[..., Deferred] | None = None, *, poller: Poller) -> None:
+        """``poller`` answers ``session.get_events`` (long-polling, built by
+        the service). ``resume(sid, ack=None)`` → Deferred[Session] re-creates a session
         this node does not hold (from the cluster's registry; it fails with
         UnknownSession when it cannot). It may also offer
         ``resume.ahead(session, ack)`` → Deferred[Session | None], asked when
@@ -80,6 +84,7 @@ class Api:
         fields = getattr(engine.catalog, "public_fields", {}).get(PROFILE_TYPE)
         self.profiles = Profiles(getattr(engine, "store", None), fields) if fields else None
         self.sessions = engine.sessions
+        self.poller = poller
         self.tokens = tokens
         self.online = online
         self._counted = getattr(online, "counted", None)
@@ -261,19 +266,19 @@ class Api:
         ``seq`` (a poll's ack, a stream's last seq). A seq ahead of the
         session is -32602, except where the cluster registry explains it
         (a session resumed here, or a stale copy: see cluster/resume.py)."""
-        def ahead(session) -> BadParams:
+        def ahead(session: Session) -> BadParams:
             return BadParams(f"{seq} is ahead of the last event "
                              f"({self.sessions.last_seq(session)})")
 
-        def check(session):
+        def check(session: Session) -> Any:
             if seq is not None and seq > self.sessions.last_seq(session):
                 behind = getattr(self.resume, "ahead", None)
                 if behind is None:
                     raise ahead(session)
-                return behind(session, seq).addCallback(checked, session)
+                return behind(session, seq).addCallback(checked, session, seq)
             return then(session)
 
-        def checked(resumed, session):
+        def checked(resumed: Session | None, session: Session, seq: int) -> Any:
             if resumed is None or seq > self.sessions.last_seq(resumed):
                 raise ahead(resumed or session)
             return then(resumed)
@@ -292,10 +297,11 @@ class Api:
 
         return self._at_seq(sid, ack, lambda session: self._poll(session, timeout, ack))
 
-    def _poll(self, session: Any, timeout: float, ack: int | None) -> Any:
+    def _poll(self, session: Session, timeout: float,
+              ack: int | None) -> Deferred[RawUTF8] | RawUTF8:
         self._count_online(session)
         self._tell("polled", session)
-        return self.sessions.get_events(session, float(timeout), ack)
+        return self.poller.get_events(session, float(timeout), ack)
 
     def get_events_shortcut(self, params: list, caller: Any) -> Callable[[], Any] | None:
         """The common ``session.get_events`` call, prepared for the
@@ -321,12 +327,12 @@ class Api:
         return lambda: self._poll(session, timeout, ack)
 
     # -- streams (SSE, WebSocket) ----------------------------------------------
-    def stream(self, sid: Any, delivery: Any, last_seq: int | None) -> Any:
+    def stream(self, sid: Any, delivery: Delivery, last_seq: int | None) -> Any:
         """Attach a stream to the session ``sid`` (resumed from the cluster
         registry when another node held it): the session, or a Deferred of
         it. ``last_seq``: the last seq the client received (None: a new
         stream). UnknownSession, or BadParams for a seq ahead of the session."""
-        def attach(session):
+        def attach(session: Session) -> Session:
             try:
                 self.sessions.attach(session, delivery, last_seq)
             except ValueError as e:
@@ -347,7 +353,7 @@ class Api:
         if isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0:
             raise BadParams("last_seq must be an integer sequence number, 0 or more")
 
-        def attached(session):
+        def attached(session: Session) -> bool:
             channel.switch_to(session)
             return True
         result = self.stream(sid, channel, last_seq)
@@ -359,7 +365,7 @@ class Api:
         """Sessions with a stream attached do not poll: count them online and
         keep their registry entries alive as polls would (run periodically)."""
         for session in list(self.sessions.sessions.values()):
-            if session.delivery is not None and session.delivery.streaming:
+            if session.delivery is not None and session.delivery.holds_session:
                 self._count_online(session)
                 self._tell("polled", session)
 

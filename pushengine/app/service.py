@@ -26,6 +26,7 @@ from pushengine.api.publishing import Publisher
 from pushengine.api.rpc import Dispatcher
 from pushengine.core.sessions import SessionSettings
 from pushengine.stores.memory import MemoryStore
+from pushengine.transports.longpoll import LongPolling
 from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.spec import load_catalog
 from pushengine.web.app import WebApp
@@ -113,8 +114,10 @@ class Node:
             max_client_sessions=options["max-client-sessions"]))
         self.online = self._online()
         self.cluster = self._cluster()
+        self.poller = LongPolling(self.engine.sessions, reactor)
         self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
-                       resume=self.cluster.resume if self.cluster is not None else None)
+                       resume=self.cluster.resume if self.cluster is not None else None,
+                       poller=self.poller)
         if self.cluster is not None:
             self.api.hooks.append(self.cluster.hooks)
         if self.api.profiles is not None:

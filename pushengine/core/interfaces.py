@@ -6,12 +6,15 @@ chooses the implementations in one place when the service is built.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from twisted.internet.defer import Deferred
 
 from pushengine.core.changes import Change
-from pushengine.core.events import Fragment
+from pushengine.core.events import Fragment, RawUTF8
+
+if TYPE_CHECKING:
+    from pushengine.core.sessions import Session
 
 
 class FeedUnavailable(Exception):
@@ -112,3 +115,13 @@ class TypeCatalog(Protocol):
     """The object types the views file declares (``views.spec.Catalog``)."""
 
     types: Any
+
+
+class Poller(Protocol):
+    """Long-polling (``pushengine.transports.longpoll.LongPolling``): what
+    the API's ``session.get_events`` answers with."""
+
+    def get_events(self, session: "Session", timeout: float,
+                   ack: int | None) -> "Deferred[RawUTF8] | RawUTF8":
+        """The events waiting (up to ``ack`` dropped first) at once, or a
+        Deferred of them when none wait: parked for ``timeout`` seconds."""

@@ -50,8 +50,6 @@ def sse_messages(first: int, fragments: Sequence[Fragment]) -> bytes:
 class SseStream(StreamProducer):
     """One open event stream: a delivery of the session it is attached to."""
 
-    streaming = True
-
     def __init__(self, request: Any, clock: Any, sessions: Any,
                  heartbeat: Heartbeat | None = None) -> None:
         self.request = request

@@ -77,8 +77,6 @@ class WsConnection(StreamProducer):
     """One WebSocket: calls in, answers and events out; the delivery of the
     session it carries."""
 
-    streaming = True
-
     def __init__(self, conn: Any, dispatcher: Any, sessions: Any, clock: Any,
                  max_message: int, request: Any, heartbeat: Heartbeat | None = None) -> None:
         self.conn = conn
