@@ -108,8 +108,10 @@ class EventLog:
 
     # -- what the client has -------------------------------------------------------
     def ack(self, seq: int) -> None:
-        """The client has every event up to ``seq``: drop the queued ones."""
+        """The client has every event up to ``seq``: drop the queued ones
+        (and the replay, all older)."""
         if seq > self._sent:
+            self._replay.clear()
             queue = self._queue
             dropped = min(seq - self._sent, len(queue))
             for _ in range(dropped):
@@ -118,7 +120,8 @@ class EventLog:
 
     def take(self, acking: bool) -> RawUTF8:
         """The queued events as one poll's answer (a JSON list). ``acking``:
-        they stay queued until a later ``ack``; otherwise they are dropped."""
+        they stay queued until a later ``ack``; otherwise they are dropped
+        (and the replay, all older)."""
         queue = self._queue
         if not queue:
             return EMPTY
@@ -126,6 +129,7 @@ class EventLog:
         if not acking:
             self._sent += len(queue)
             queue.clear()
+            self._replay.clear()
         return answer
 
     def write(self, write: Writer) -> int:
