@@ -46,7 +46,7 @@ class Model:
 
 
 class LogMachine(RuleBasedStateMachine):
-    @initialize(max_queue=st.integers(1, 6))
+    @initialize(max_queue=st.integers(1, 5))
     def start(self, max_queue: int) -> None:
         self.log = EventLog(max_queue)
         self.model = Model(max_queue)
@@ -72,6 +72,13 @@ class LogMachine(RuleBasedStateMachine):
             m.last += len(resets)
         else:
             assert fits
+
+    @rule(keys=st.lists(st.sampled_from(KEYS), min_size=2, max_size=8))
+    def append_several(self, keys: list[str]) -> None:
+        """A burst: reaches the overflow more often than one at a time."""
+        for key in keys:
+            self.append(key)
+            self.agrees()
 
     @rule()
     def overflow_within_bounds(self) -> None:
@@ -168,7 +175,7 @@ class LogMachine(RuleBasedStateMachine):
         assert seqs == list(range(log.forgotten + 1, log.last_seq + 1))
 
 
-LogMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40,
+LogMachine.TestCase.settings = settings(max_examples=400, stateful_step_count=30,
                                         deadline=None)
 TestLog = LogMachine.TestCase
 
