@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -70,8 +70,10 @@ class Delivery(Protocol):
     holds_session: bool
 
     def notify(self, session: "Session") -> None:
-        """Events may wait in ``session.log``: take them, if you can (through
-        ``SessionManager.write`` or ``take``). Nothing waiting: do nothing."""
+        """Events may wait in ``session.log``: take them, if you can (a
+        stream: ``EventLog.write``; a poll: ``SessionManager.take``), and add
+        their number to the manager's ``events_out``. Nothing waiting: do
+        nothing."""
 
     def close(self) -> None:
         """Another delivery took the session's place, or the session ended
@@ -351,11 +353,6 @@ class SessionManager:
         if session.delivery is delivery and session.log.pending:
             self.dirty.add(session)
             self.flush()
-
-    def write(self, session: Session, write: Callable[[int, Sequence[Fragment]], None]) -> None:
-        """A stream's ``notify``: hand what is queued to ``write(first,
-        fragments)``; it stays in the log as the replay buffer."""
-        self.events_out += session.log.write(write)
 
     def take(self, session: Session, acking: bool) -> RawUTF8:
         """A poll's answer: what is queued, as a JSON list (``EventLog.take``)."""

@@ -19,9 +19,10 @@ class StreamProducer:
     sessions: Any = None
 
     def notify(self, session: Any) -> None:
-        """Events wait in ``session``'s log: write them if the client reads."""
+        """Events wait in ``session``'s log: write them if the client reads
+        (they stay in the log as its replay buffer)."""
         if self.writable():
-            self.sessions.write(session, self.write)
+            self.sessions.events_out += session.log.write(self.write)
 
     def writable(self) -> bool:
         """False while the client is not reading (unsent bytes above the bound)."""

@@ -72,6 +72,12 @@ class SseStream(StreamProducer):
         # nothing before the answer's head is written (start)
         return self.session is not None and not self.paused and not self.closed
 
+    def notify(self, session: Any) -> None:
+        """Events wait in ``session``'s log: write them if the client reads
+        (``writable``, inlined: this is the fan-out's path)."""
+        if self.session is not None and not self.paused and not self.closed:
+            self.sessions.events_out += session.log.write(self.write)
+
     def close(self) -> None:
         """Replaced by another delivery, or the session ended."""
         if self.closed:

@@ -36,7 +36,7 @@ class FakeStream:
 
     def notify(self, session) -> None:
         if not self.full and not self.closed:
-            session.manager.write(session, self.write)
+            session.manager.events_out += session.log.write(self.write)
 
     def close(self) -> None:
         self.closed = True
