@@ -7,7 +7,7 @@ fan-out to many sessions costs no re-encoding.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterable
 
 INSERT, UPDATE, DELETE, PING, RESET = "insert", "update", "delete", "ping", "reset"
 
@@ -70,7 +70,7 @@ class RawUTF8(bytes):
     __slots__ = ()
 
 
-def events_json(first: int, fragments) -> RawUTF8:
+def events_json(first: int, fragments: Iterable[Fragment]) -> RawUTF8:
     """Queued fragments, numbered from ``first``, as a JSON list (UTF-8)."""
     return RawUTF8(b"[" + b",".join([b'{"seq":%d,%b' % (seq, f.utf8)
                                      for seq, f in enumerate(fragments, first)
