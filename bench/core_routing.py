@@ -32,6 +32,7 @@ from pushengine.memcache.online import OnlineCounter  # noqa: E402
 from pushengine.api.rpc import Dispatcher  # noqa: E402
 from pushengine.core.sessions import SessionSettings  # noqa: E402
 from pushengine.stores.memory import MemoryStore  # noqa: E402
+from pushengine.transports.longpoll import LongPolling  # noqa: E402
 from pushengine.views.spec import load_catalog  # noqa: E402
 
 WORDS = [f"word{i}" for i in range(1000)]
@@ -108,7 +109,8 @@ def bench_shared(views: int, per_view: int, changes: int) -> dict:
 
 def bench_get_events(rounds: int, waiting: int) -> dict:
     engine = new_engine()
-    api = Api(engine, TokenVerifier(None), OnlineCounter(InMemoryCache(reactor), reactor))
+    api = Api(engine, TokenVerifier(None), OnlineCounter(InMemoryCache(reactor), reactor),
+              poller=LongPolling(engine.sessions, reactor))
     dispatcher = Dispatcher(api.methods())
     s = subscribe(engine, "PublicLiveStreamView", {}, 50)
     engine.apply_changes([Change("Stream", "upsert", i, stream(i, 1)) for i in range(waiting)])

@@ -218,8 +218,8 @@ class AdminMethods:
         return {"session": session.id, "node": self.node_id, "here": True,
                 "user": session.user,
                 "delivery": None if delivery is None else
-                ("stream" if delivery.streaming else "longpoll"),
-                "queued": len(session.queue), "last_seq": session.next_seq - 1,
+                ("stream" if delivery.holds_session else "longpoll"),
+                "queued": session.log.pending, "last_seq": session.log.last_seq,
                 "subscriptions": subs}
 
     def _elsewhere(self, sid: str) -> Deferred[dict[str, Any] | None] | None:

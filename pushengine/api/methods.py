@@ -19,9 +19,10 @@ from pushengine.api.auth import TokenVerifier
 from pushengine.core.engine import Engine
 from pushengine.core.errors import (
     BadParams, MethodNotFound, NotAuthorized, UnknownKey, UnknownView)
+from pushengine.core.events import RawUTF8
 from pushengine.core.hooks import Hooks
-from pushengine.core.interfaces import SegmentLookup
-from pushengine.core.sessions import Session
+from pushengine.core.interfaces import Poller, SegmentLookup
+from pushengine.core.sessions import Delivery, Session
 from pushengine.api.profiles import PROFILE_TYPE, Profiles
 from pushengine.api.rpc import Method
 from pushengine.views.conditions import ParamError, ViewDefinitionError
@@ -79,10 +80,11 @@ class UniqueCount(Protocol):
 
 class Api:
     def __init__(self, engine: Engine, tokens: TokenVerifier, online: Any,
-                 resume: Callable[..., Deferred] | None = None, *,
+                 resume: Callable[..., Deferred] | None = None, *, poller: Poller,
                  hooks: Hooks | None = None, unique: UniqueCount | None = None,
                  segments: SegmentLookup | None = None) -> None:
-        """``resume(sid, ack=None)`` → Deferred[Session] re-creates a session
+        """``poller`` answers ``session.get_events`` (long-polling, built by
+        the service). ``resume(sid, ack=None)`` → Deferred[Session] re-creates a session
         this node does not hold (from the cluster's registry; it fails with
         UnknownSession when it cannot). It may also offer
         ``resume.ahead(session, ack)`` → Deferred[Session | None], asked when
@@ -99,6 +101,7 @@ class Api:
         fields = getattr(engine.catalog, "public_fields", {}).get(PROFILE_TYPE)
         self.profiles = Profiles(getattr(engine, "store", None), fields) if fields else None
         self.sessions = engine.sessions
+        self.poller = poller
         self.tokens = tokens
         self.online = online
         self._counted = getattr(online, "counted", None)
@@ -274,11 +277,11 @@ class Api:
                 behind = getattr(self.resume, "ahead", None)
                 if behind is None:
                     raise ahead(session)
-                return behind(session, seq).addCallback(checked, session)
+                return behind(session, seq).addCallback(checked, session, seq)
             return then(session)
 
-        def checked(resumed: Session | None, session: Session) -> Any:
-            if resumed is None or seq is None or seq > self.sessions.last_seq(resumed):
+        def checked(resumed: Session | None, session: Session, seq: int) -> Any:
+            if resumed is None or seq > self.sessions.last_seq(resumed):
                 raise ahead(resumed or session)
             return then(resumed)
         return self.with_session(sid, check, seq)
@@ -296,10 +299,11 @@ class Api:
 
         return self._at_seq(sid, ack, lambda session: self._poll(session, timeout, ack))
 
-    def _poll(self, session: Any, timeout: float, ack: int | None) -> Any:
+    def _poll(self, session: Session, timeout: float,
+              ack: int | None) -> Deferred[RawUTF8] | RawUTF8:
         self._count_online(session)
         self.hooks.polled(session)
-        return self.sessions.get_events(session, float(timeout), ack)
+        return self.poller.get_events(session, float(timeout), ack)
 
     def get_events_shortcut(self, params: list, caller: Any) -> Callable[[], Any] | None:
         """The common ``session.get_events`` call, prepared for the
@@ -325,12 +329,12 @@ class Api:
         return lambda: self._poll(session, timeout, ack)
 
     # -- streams (SSE, WebSocket) ----------------------------------------------
-    def stream(self, sid: Any, delivery: Any, last_seq: int | None) -> Any:
+    def stream(self, sid: Any, delivery: Delivery, last_seq: int | None) -> Any:
         """Attach a stream to the session ``sid`` (resumed from the cluster
         registry when another node held it): the session, or a Deferred of
         it. ``last_seq``: the last seq the client received (None: a new
         stream). UnknownSession, or BadParams for a seq ahead of the session."""
-        def attach(session):
+        def attach(session: Session) -> Session:
             try:
                 self.sessions.attach(session, delivery, last_seq)
             except ValueError as e:
@@ -363,7 +367,7 @@ class Api:
         """Sessions with a stream attached do not poll: count them online and
         keep their registry entries alive as polls would (run periodically)."""
         for session in list(self.sessions.sessions.values()):
-            if session.delivery is not None and session.delivery.streaming:
+            if session.delivery is not None and session.delivery.holds_session:
                 self._count_online(session)
                 self.hooks.polled(session)
 

@@ -31,6 +31,7 @@ from pushengine.api.publishing import Publisher
 from pushengine.api.rpc import Dispatcher
 from pushengine.core.sessions import SessionSettings
 from pushengine.stores.memory import MemoryStore
+from pushengine.transports.longpoll import LongPolling
 from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.spec import load_catalog
 from pushengine.web.app import WebApp
@@ -122,13 +123,15 @@ class Node:
             max_client_sessions=options["max-client-sessions"]), seen=self.seen, hooks=self.hooks)
         self.online = self._online()
         self.cluster = self._cluster()
+        self.poller = LongPolling(self.engine.sessions, reactor)
         if self.cluster is not None:
             self.hooks.add(self.cluster.hooks)
         self._unique()
         self._segments()
         self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
                        resume=self.cluster.resume if self.cluster is not None else None,
-                       hooks=self.hooks, unique=self.unique, segments=self.contacts)
+                       hooks=self.hooks, unique=self.unique, segments=self.contacts,
+                       poller=self.poller)
         if self.api.profiles is not None:
             self.sources["profiles"] = self.api.profiles
         self._webhooks()

@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, r
 from twisted.internet.defer import Deferred
 
 from pushengine.core.changes import Change
-from pushengine.core.events import Fragment
+from pushengine.core.events import Fragment, RawUTF8
+
+if TYPE_CHECKING:
+    from pushengine.core.sessions import Session
 
 if TYPE_CHECKING:
     from pushengine.core.sessions import Session
@@ -144,3 +147,13 @@ class SegmentLookup(Protocol):
     def segments_of(self, session: Session) -> Deferred[list[str]]:
         """Fire with the names of the segments the session's contacts are
         in (none without contacts); fails when the store cannot answer."""
+
+
+class Poller(Protocol):
+    """Long-polling (``pushengine.transports.longpoll.LongPolling``): what
+    the API's ``session.get_events`` answers with."""
+
+    def get_events(self, session: "Session", timeout: float,
+                   ack: int | None) -> "Deferred[RawUTF8] | RawUTF8":
+        """The events waiting (up to ``ack`` dropped first) at once, or a
+        Deferred of them when none wait: parked for ``timeout`` seconds."""

@@ -1,10 +1,14 @@
 """The transports that carry a session's events to its client.
 
 Each is one module plus one route, and an adapter of the core's delivery
-interface (``pushengine.core.sessions.Delivery``):
+interface (``pushengine.core.sessions.Delivery``: told by ``notify`` that
+events wait in the session's log, it takes them in its own way; ``close``
+when replaced):
 
-- long-polling: ``session.get_events`` over ``POST /api/jsonrpc`` (the parked
-  poll itself is the core's ``LongPoll``; the HTTP side is ``web.app``);
+- ``longpoll``: ``session.get_events`` over ``POST /api/jsonrpc``: a poll
+  answers what waits, or parks as the session's delivery until events come
+  or its timeout passes (the API reaches it as ``core.interfaces.Poller``;
+  the HTTP side is ``web.app``);
 - ``sse``: Server-Sent Events, ``GET /api/events``;
 - ``websocket``: JSON-RPC both ways, ``GET /api/ws``.
 

@@ -50,8 +50,6 @@ def sse_messages(first: int, fragments: Sequence[Fragment]) -> bytes:
 class SseStream(StreamProducer):
     """One open event stream: a delivery of the session it is attached to."""
 
-    streaming = True
-
     def __init__(self, request: Any, clock: Any, sessions: Any,
                  heartbeat: Heartbeat | None = None) -> None:
         self.request = request
@@ -73,6 +71,12 @@ class SseStream(StreamProducer):
     def writable(self) -> bool:
         # nothing before the answer's head is written (start)
         return self.session is not None and not self.paused and not self.closed
+
+    def notify(self, session: Any) -> None:
+        """Events wait in ``session``'s log: write them if the client reads
+        (``writable``, inlined: this is the fan-out's path)."""
+        if self.session is not None and not self.paused and not self.closed:
+            self.sessions.events_out += session.log.write(self.write)
 
     def close(self) -> None:
         """Replaced by another delivery, or the session ended."""

@@ -77,8 +77,6 @@ class WsConnection(StreamProducer):
     """One WebSocket: calls in, answers and events out; the delivery of the
     session it carries."""
 
-    streaming = True
-
     def __init__(self, conn: Any, dispatcher: Any, sessions: Any, clock: Any,
                  max_message: int, request: Any, heartbeat: Heartbeat | None = None) -> None:
         self.conn = conn
@@ -209,6 +207,12 @@ class WsConnection(StreamProducer):
 
     def writable(self) -> bool:
         return not self.paused and not self.closed and self.transport is not None
+
+    def notify(self, session: Any) -> None:
+        """Events wait in ``session``'s log: write them if the client reads
+        (``writable``, inlined: this is the fan-out's path)."""
+        if not self.paused and not self.closed and self.transport is not None:
+            self.sessions.events_out += session.log.write(self.write)
 
     def close(self) -> None:
         """Another delivery took the session: this socket ends."""

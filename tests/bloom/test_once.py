@@ -12,7 +12,7 @@ from pushengine.bloom.errors import BloomUnavailable
 from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.once import SeenFilter
 from pushengine.views.spec import parse_catalog
-from tests.core.helpers import Replica, delete, make_engine, upsert
+from tests.core.helpers import delete, get_events, make_engine, Replica, upsert
 from tests.deferreds import fired
 
 VIEWS = {"News": {
@@ -40,7 +40,7 @@ def subscribe(engine, user, users=(2,), limit=None):
 
 
 def events(engine, session) -> list[dict]:
-    return json.loads(engine.sessions.get_events(session, 0, None))
+    return json.loads(get_events(engine.sessions, session, 0, None))
 
 
 def actions(engine, session) -> list[tuple[str, int]]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 
 from pushengine.core.changes import Change
 from pushengine.app.engine import build_engine
 from pushengine.core.engine import Engine
-from pushengine.core.sessions import SessionSettings
+from pushengine.core.events import RawUTF8
+from pushengine.core.sessions import Session, SessionManager, SessionSettings
+from pushengine.transports.longpoll import LongPolling
 from pushengine.stores.memory import MemoryStore
 from pushengine.views.spec import parse_catalog
 
@@ -68,3 +71,10 @@ class Replica:
 def truth_key(obj: dict, field: str) -> tuple:
     v = obj.get(field)
     return ((0, 0) if v is None else (2, v)), obj["id"]
+
+
+def get_events(sessions: SessionManager, session: Session, timeout: float = 0,
+               ack: int | None = None) -> Deferred[RawUTF8] | RawUTF8:
+    """``session.get_events`` as the API answers it (long-polling on the
+    sessions' clock)."""
+    return LongPolling(sessions, sessions.clock).get_events(session, timeout, ack)

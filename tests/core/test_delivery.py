@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pushengine.core.events import DROPPED
-from tests.core.helpers import delete, make_engine, upsert
+from tests.core.helpers import delete, get_events, make_engine, upsert
 from tests.deferreds import fired
 
 VIEWS = {"Live": {"type": "Stream", "params": ["limit"], "where": {"live": True},
@@ -22,7 +22,7 @@ def stream(id_, n=0, **kw):
 class FakeStream:
     """A stream delivery: keeps the events it was written; ``full`` stops it."""
 
-    streaming = True
+    holds_session = True
 
     def __init__(self) -> None:
         self.events: list[dict] = []
@@ -34,8 +34,9 @@ class FakeStream:
         self.events.extend(json.loads('{"seq":%d,%s' % (seq, f))
                            for seq, f in enumerate(fragments, first) if f is not DROPPED)
 
-    def writable(self) -> bool:
-        return not self.full and not self.closed
+    def notify(self, session) -> None:
+        if not self.full and not self.closed:
+            session.manager.events_out += session.log.write(self.write)
 
     def close(self) -> None:
         self.closed = True
@@ -108,7 +109,7 @@ def test_last_seq_ahead_of_the_session_is_refused():
 
 def test_a_new_delivery_replaces_the_old():
     engine, clock, s = setup()
-    poll = engine.sessions.get_events(s, 30, None)
+    poll = get_events(engine.sessions, s, 30, None)
     out = FakeStream()
     engine.sessions.attach(s, out)
     assert fired(poll) == b"[]"                 # the parked poll is answered []
@@ -116,7 +117,7 @@ def test_a_new_delivery_replaces_the_old():
     engine.sessions.attach(s, second)
     assert out.closed and not second.closed     # a replaced stream is closed
     assert engine.sessions.streams == 1
-    engine.sessions.get_events(s, 0, None)      # a poll replaces a stream too
+    get_events(engine.sessions, s, 0, None)      # a poll replaces a stream too
     assert second.closed and engine.sessions.streams == 0
 
 
@@ -142,7 +143,7 @@ def test_a_stream_that_does_not_read_is_not_written_and_overflows_into_a_reset()
     for i in range(2, 12):
         engine.apply_changes([upsert(stream(i, i))])
     assert out.seqs == [1]
-    assert len(s.queue) + len(s.replay) <= 5                    # the log never grows past max_queue
+    assert s.log.size <= 5                      # the log never grows past max_queue
     out.full = False
     engine.sessions.resume_writing(s, out)      # the socket drained
     after = out.events[1:]
@@ -171,7 +172,7 @@ def test_a_poll_after_a_stream_acks_as_before():
     engine.sessions.attach(s, out)
     engine.apply_changes([upsert(stream(1, 1)), upsert(stream(2, 2))])
     engine.sessions.detach(s, out)
-    events = json.loads(engine.sessions.get_events(s, 0, 1))
+    events = json.loads(get_events(engine.sessions, s, 0, 1))
     assert [e["seq"] for e in events] == [2]
 
 

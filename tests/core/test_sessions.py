@@ -8,7 +8,8 @@ from twisted.internet.defer import CancelledError
 from twisted.trial.unittest import SynchronousTestCase
 
 from pushengine.core.errors import LimitReached, UnknownKey, UnknownSession
-from tests.core.helpers import delete, make_engine, upsert
+from pushengine.transports.longpoll import LongPolling
+from tests.core.helpers import delete, get_events, make_engine, upsert
 
 VIEWS = {"Live": {"type": "Stream", "params": ["limit"], "where": {"live": True},
                   "order": "-n", "limit": {"default": 2, "max": 5}},
@@ -25,13 +26,14 @@ class SessionTests(SynchronousTestCase):
         self.engine, self.clock = make_engine(VIEWS, session_timeout=120, max_timeout=90,
                                               max_queue=5, max_subscriptions=2)
         self.sessions = self.engine.sessions
+        self.poller = LongPolling(self.sessions, self.clock)
 
     def subscribe(self, session, view="Live", params=None, limit=None):
         bound = self.engine.catalog.views[view].bind(params or {}, session.user, limit)
         return self.successResultOf(self.sessions.subscribe(session, bound))
 
     def poll(self, session, timeout=30, ack=None):
-        return self.sessions.get_events(session, timeout, ack)
+        return self.poller.get_events(session, timeout, ack)
 
     def test_poll_parks_until_an_event_arrives(self):
         s = self.sessions.create()
@@ -146,7 +148,7 @@ class SessionTests(SynchronousTestCase):
         d = self.poll(s)
         d.cancel()
         self.failureResultOf(d, CancelledError)
-        self.assertIsNone(s.poll)
+        self.assertIsNone(s.delivery)
         self.assertEqual(self.sessions.waiting, 0)
         self.assertEqual(self.clock.getDelayedCalls()[0].getTime(), 120)
         self.clock.advance(121)
@@ -230,5 +232,5 @@ def test_reset_session_queues_one_reset_per_view(n):
         bound = engine.catalog.views["Live"].bind({}, None, i + 1)
         engine.sessions.subscribe(s, bound)
     engine.sessions.reset_session(s)
-    events = json.loads(engine.sessions.get_events(s, 0, None))
+    events = json.loads(get_events(engine.sessions, s, 0, None))
     assert [e["action"] for e in events] == ["reset"] * n

@@ -22,7 +22,7 @@ from pushengine.views.operators.similar import SimilarStoreIndex
 from pushengine.views.similarity import (
     SimilarityIndex, choose_bands, collision_probability, jaccard, scheme_for, shingler)
 from pushengine.views.spec import load_catalog, parse_catalog
-from tests.core.helpers import Replica, decode, delete, make_engine, upsert
+from tests.core.helpers import decode, delete, get_events, make_engine, Replica, upsert
 from tests.deferreds import fired as result
 
 VOCABULARY = [f"w{i}" for i in range(40)]
@@ -46,7 +46,7 @@ def subscribe(engine, view, params, limit=None):
 
 
 def events(engine, session):
-    return decode(engine.sessions.get_events(session, 0, None))
+    return decode(get_events(engine.sessions, session, 0, None))
 
 
 # -- tokens and Jaccard ----------------------------------------------------------------
@@ -503,7 +503,7 @@ def test_similar_with_distinct_over_http_like_flow():
     assert [o["_similarity"] for o in state] == [1.0]
     engine.apply_changes([Change("Stream", "upsert", 1, stream(1, "Cats playing piano",
                                                                 live=False))])
-    assert json.loads(engine.sessions.get_events(session, 0, None))[0]["action"] == "delete"
+    assert json.loads(get_events(engine.sessions, session, 0, None))[0]["action"] == "delete"
 
 
 def test_every_operator_is_registered_once():

@@ -11,7 +11,7 @@ from pushengine.views.conditions import ParamError, ViewDefinitionError
 from pushengine.views.morphology import text_forms, word_forms
 from pushengine.views.registry import ViewRegistry
 from pushengine.views.spec import load_catalog, parse_catalog
-from tests.core.helpers import make_engine, upsert
+from tests.core.helpers import get_events, make_engine, upsert
 from tests.deferreds import fired as result
 
 
@@ -162,7 +162,7 @@ def subscribe(engine, name, params, user=None):
 
 def events(engine, s):
     return [(e["action"], e["obj"]["id"]) for e in
-            json.loads(engine.sessions.get_events(s, 0, None))]
+            json.loads(get_events(engine.sessions, s, 0, None))]
 
 
 def test_private_objects_reach_only_who_may_see_them():
@@ -282,9 +282,9 @@ def test_feed_gap_resets_views_whose_state_changed():
     same, _ = subscribe(engine, "User", {"user_id": 6})
     store.objects = [{"id": 1, "user_id": 5, "public": True}, {"id": 2, "user_id": 5, "public": True}]
     engine.feed_gap()
-    got = json.loads(engine.sessions.get_events(changed, 0, None))
+    got = json.loads(get_events(engine.sessions, changed, 0, None))
     assert [(e["action"], [o["id"] for o in e["obj"]]) for e in got] == [("reset", [1, 2])]
-    assert engine.sessions.get_events(same, 0, None) == b"[]"
+    assert get_events(engine.sessions, same, 0, None) == b"[]"
     assert engine.counters.feed_gaps == 1
 
 

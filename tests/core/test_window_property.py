@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.deferreds import fired as _result
-from tests.core.helpers import Replica, decode, delete, make_engine, truth_key, upsert
+from tests.core.helpers import decode, delete, get_events, make_engine, Replica, truth_key, upsert
 
 VIEWS = {
     "Live": {"type": "Stream", "params": ["limit"], "where": {"live": True},
@@ -121,7 +121,7 @@ def test_replay_equals_truth(seed, subs, ops, ack, partial):
             engine.apply_changes([upsert(o)])
         clock.advance(0)          # re-reads of queries that ran short
         for session, key, replica, view, params, user, limit in clients:
-            raw = engine.sessions.get_events(session, 0, last_seq.get(session.id) if ack else None)
+            raw = get_events(engine.sessions, session, 0, last_seq.get(session.id) if ack else None)
             events = decode(raw)
             for e in events:
                 if ack and e["seq"] <= last_seq.get(session.id, 0):
@@ -140,7 +140,7 @@ def test_events_are_json():
     assert state == [] and key == "Live(limit=2)"
     engine.apply_changes([upsert({"id": 1, "live": True, "public": True, "score": 1,
                                      "title": "кот \"x\""})])
-    events = json.loads(engine.sessions.get_events(s, 0, None))
+    events = json.loads(get_events(engine.sessions, s, 0, None))
     assert events == [{"seq": 1, "key": key, "action": "insert",
                        "obj": {"id": 1, "live": True, "public": True, "score": 1,
                                      "title": "кот \"x\""}}]
@@ -322,7 +322,7 @@ def test_similar_replay_equals_truth(seed, subs, ops, ack, partial, indexed):
             engine.apply_changes([upsert(o)])
         clock.advance(0)
         for session, key, replica, view, params, limit in clients:
-            raw = engine.sessions.get_events(session, 0, last_seq.get(session.id) if ack else None)
+            raw = get_events(engine.sessions, session, 0, last_seq.get(session.id) if ack else None)
             for e in decode(raw):
                 if ack and e["seq"] <= last_seq.get(session.id, 0):
                     continue
@@ -495,7 +495,7 @@ def test_audience_replay_equals_truth_and_never_leaks(seed, segments, subs, ops,
         clock.advance(0)
         for session, key, replica, view, contact, limit in clients:
             now = segments_of(contact)
-            raw = engine.sessions.get_events(session, 0, last_seq.get(session.id) if ack else None)
+            raw = get_events(engine.sessions, session, 0, last_seq.get(session.id) if ack else None)
             for e in decode(raw):
                 if ack and e["seq"] <= last_seq.get(session.id, 0):
                     continue

@@ -444,7 +444,7 @@ def test_client_gone_mid_poll_frees_the_waiter(rpc: Rpc, sid: str, node: ClockNo
     poll.deferred.cancel()                 # the client closes its connection
     rpc.http.stub.flush()
     assert node.engine.sessions.waiting == 0
-    assert node.engine.sessions.sessions[sid].poll is None
+    assert node.engine.sessions.sessions[sid].delivery is None
     # the events go to the next poll, and the session expires if nobody polls
     publish(rpc.http, stream(1, 10))
     assert [e["seq"] for e in events(rpc, sid)] == [1]

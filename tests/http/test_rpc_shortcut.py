@@ -102,7 +102,7 @@ def settle(node: ClockNode, answer):
 
 def state(node: ClockNode, sid: str) -> tuple:
     session = node.engine.sessions.sessions.get(sid)
-    return (session is not None and (session.sent, len(session.queue), session.next_seq),
+    return (session is not None and (session.log.sent, session.log.pending, session.log.last_seq),
             dict(node.rpc_errors), node.engine.sessions.waiting)
 
 

@@ -13,7 +13,7 @@ from pushengine.core.routes import Route
 from pushengine.segments.reevaluate import Reevaluator, diff
 from pushengine.segments.store import MemorySegments
 from pushengine.segments.contacts import SegmentMembership
-from tests.core.helpers import Replica, make_engine
+from tests.core.helpers import Replica, get_events, make_engine
 from tests.deferreds import fired
 from tests.segments.test_http import (  # noqa: F401  (fixtures)
     contacts, csv_of, http, node, post, publish, rpc, session)
@@ -63,7 +63,7 @@ class Setup:
         return key, Replica(state, VIEWS[view]["order"], limit)
 
     def events(self, s):
-        return json.loads(self.manager.get_events(s, 0, None))
+        return json.loads(get_events(self.manager, s, 0, None))
 
 
 def apply(replica, key, events):

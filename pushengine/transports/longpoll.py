@@ -1,0 +1,108 @@
+"""Long-polling: ``session.get_events`` over ``POST /api/jsonrpc`` (SPEC section 3).
+
+A poll answers at once when events wait (or its timeout is 0); otherwise it
+parks: a ``ParkedPoll`` is attached to the session as its delivery until
+events come (the session's ``flush`` notifies it), its timeout passes (it
+answers what waits, often ``[]``), another delivery replaces it (``[]``), or
+the client goes away (the HTTP side cancels the answer's Deferred: the
+waiter is dropped, and the session may expire from then on).
+
+``ack``: the client has every event up to it; those are dropped and every
+later one is answered, and stays queued until a later poll acknowledges it
+(a lost answer loses nothing). Without ``ack`` what a poll answers is
+dropped. A poll after a stream first queues again what the stream wrote
+(``EventLog.unwrite``): its ``ack`` says which of it the client has.
+
+The API layer reaches this through ``pushengine.core.interfaces.Poller``;
+``pushengine.app.service`` builds it.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+
+from pushengine.core.events import RawUTF8
+from pushengine.core.log import EMPTY
+from pushengine.core.sessions import Session, SessionManager
+
+
+class ParkedPoll:
+    """A parked ``get_events``: the session's delivery until it answers, once."""
+
+    __slots__ = ("poller", "deferred", "timer", "acking")
+    holds_session = False
+
+    def __init__(self, poller: "LongPolling", deferred: Deferred[RawUTF8],
+                 acking: bool) -> None:
+        self.poller = poller
+        self.deferred = deferred
+        self.acking = acking
+        self.timer: IDelayedCall | None = None
+
+    def notify(self, session: Session) -> None:
+        """Events came: answer them."""
+        if session.log.pending:
+            self.poller.answer(session, self)
+
+    def close(self) -> None:
+        """Replaced by another delivery, or the session ended: ``[]``."""
+        self._stop_timer()
+        self.deferred.callback(EMPTY)
+
+    def _stop_timer(self) -> None:
+        timer = self.timer
+        if timer is not None:
+            self.timer = None
+            if timer.active():
+                timer.cancel()
+
+
+class LongPolling:
+    """The long-polls of one node's sessions; timeouts on ``clock``."""
+
+    def __init__(self, sessions: SessionManager, clock: IReactorTime) -> None:
+        self.sessions = sessions
+        self.clock = clock
+
+    def get_events(self, session: Session, timeout: float,
+                   ack: int | None) -> Deferred[RawUTF8] | RawUTF8:
+        """Answer at once when events wait (or timeout is 0), else park for
+        at most ``timeout`` seconds (bounded by ``--max-timeout``)."""
+        sessions = self.sessions
+        if session.delivery is not None:
+            sessions.release(session)
+        log = session.log
+        log.unwrite()
+        if ack is not None:
+            log.ack(ack)
+        timeout = min(max(timeout, 0.0), sessions.settings.max_timeout)
+        if log.pending or timeout <= 0:
+            sessions.keep_alive(session)
+            return sessions.take(session, ack is not None)
+        # the canceller holds the session, not the poll: no reference cycle
+        # for the collector to find after every answer
+        poll = ParkedPoll(self, Deferred(partial(self._cancelled, session)), ack is not None)
+        poll.timer = self.clock.callLater(timeout, self._timed_out, session, poll)
+        sessions.attach(session, poll)
+        return poll.deferred
+
+    def answer(self, session: Session, poll: ParkedPoll) -> None:
+        """Answer a parked poll with what waits (events came, or its time is up)."""
+        self.sessions.detach(session, poll)
+        poll._stop_timer()
+        poll.deferred.callback(self.sessions.take(session, poll.acking))
+
+    def _timed_out(self, session: Session, poll: ParkedPoll) -> None:
+        poll.timer = None
+        if session.delivery is poll:
+            self.answer(session, poll)
+
+    def _cancelled(self, session: Session, deferred: Deferred[RawUTF8]) -> None:
+        """The client went away mid-poll: drop its waiter."""
+        poll = session.delivery
+        if not isinstance(poll, ParkedPoll) or poll.deferred is not deferred:
+            return
+        self.sessions.detach(session, poll)
+        poll._stop_timer()
