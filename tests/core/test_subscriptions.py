@@ -9,7 +9,7 @@ import pytest
 
 from pushengine.core.errors import LimitReached, NotAuthorized, UnknownKey
 from pushengine.core.routes import Route
-from tests.core.helpers import make_engine, upsert
+from tests.core.helpers import get_events, make_engine, upsert
 from tests.deferreds import fired
 
 VIEWS = {
@@ -36,7 +36,7 @@ class Setup:
         return fired(self.registry.open(bound))
 
     def events(self, session):
-        return json.loads(self.manager.get_events(session, 0, None))
+        return json.loads(get_events(self.manager, session, 0, None))
 
 
 def test_authorize_sets_the_user_and_refuses_another():
