@@ -191,7 +191,8 @@ class Node:
         from pushengine.bloom.methods import BloomMethods
         from pushengine.bloom.unique import UniqueHooks, UniqueUsers
         from pushengine.views.once import SeenFilter
-        self.bloom = build_bloom(self.reactor, self.options["redis"])
+        self.bloom = build_bloom(self.reactor, self.options["redis"],
+                                 max_total=self.options["bloom-max-bytes"])
         self.api.unique = UniqueUsers(self.bloom, self.reactor, self.options["online-period"])
         self.api.hooks.append(UniqueHooks(self.api.unique))
         self.engine.registry.seen = SeenFilter(self.bloom)

@@ -141,8 +141,11 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
     ("bloom", "connects"): (COUNTER, None, "Connections made to the Bloom filters' Redis"),
     ("bloom", "connected"): (GAUGE, None, "1 while the Bloom filters' Redis connection is up, "
                                           "else 0"),
-    ("bloom", "filters"): (GAUGE, None, "Bloom filters held in this process"),
-    ("bloom", "bytes"): (GAUGE, None, "Bytes of the Bloom filters held in this process"),
+    ("bloom", "filters"): (GAUGE, None, "Bloom filters counted against --bloom-max-bytes"),
+    ("bloom", "bytes"): (GAUGE, None, "Bytes of the Bloom filters counted against "
+                                      "--bloom-max-bytes (in Redis: those this node knows)"),
+    ("bloom", "max_bytes"): (GAUGE, None, "--bloom-max-bytes: the bytes all Bloom filters of "
+                                          "this node may take together"),
     ("unique", "added"): (COUNTER, None, "Users added to the unique-users filters of view "
                                          "keys"),
     ("unique", "errors"): (COUNTER, None, "Unique-user additions that failed"),
