@@ -250,7 +250,8 @@ class Node:
         from pushengine.webhooks.sender import WebhookHooks, WebhookSender
         self.webhooks = WebhookSender(
             self._webhook_client(), self.options["webhook-url"], self.options["webhook-secret"],
-            self.options["node-id"], self.reactor, max_queue=self.options["webhook-queue"])
+            self.options["node-id"], self.reactor, max_queue=self.options["webhook-queue"],
+            client_of=lambda sid: getattr(self.engine.sessions.sessions.get(sid), "client", None))
         hooks = WebhookHooks(self.webhooks)
         self.api.hooks.append(hooks)
         self.engine.sessions.expire_hooks.append(hooks.expired)

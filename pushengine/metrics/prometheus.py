@@ -101,6 +101,13 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
                                              "full (--webhook-queue)"),
     ("webhooks", "queued"): (GAUGE, None, "Webhook events waiting to be sent"),
     ("webhooks", "in_flight"): (GAUGE, None, "Webhook POSTs in flight"),
+    ("webhooks", "timeouts"): (COUNTER, None, "Webhook POSTs cut after the timeout without a "
+                                              "whole answer"),
+    ("webhooks", "clients"): (GAUGE, None, "Clients with webhook events queued"),
+    ("webhooks", "oldest_in_flight_seconds"): (GAUGE, None, "Seconds the oldest webhook POST "
+                                                            "in flight has waited"),
+    ("webhooks", "failing"): (GAUGE, None, "1 while webhook POSTs fail or hang (one waited "
+                                           "half the timeout), else 0"),
     # presence (presence.list, presence: true views)
     ("presence", "rooms"): (GAUGE, None, "Views (with their parameters) where this node has "
                                          "authorized users present"),
