@@ -275,6 +275,11 @@ def _format(message: str, line: int) -> SegmentError:
     return SegmentError("format", message, line=line)
 
 
+def _record_too_long(line: int) -> SegmentError:
+    return _format(f"a record (lines joined inside quotes) longer than {MAX_LINE // 1024} KiB",
+                   line)
+
+
 class _Lines:
     """Physical lines (ended by LF, CR or CRLF, as ``csv`` reads them) from
     pieces of at most about MAX_LINE characters, refusing, as ``format``
@@ -288,15 +293,8 @@ class _Lines:
         self.record = 0                 # characters of the record being read
         self._gen = self._lines()
 
-    def __iter__(self) -> "_Lines":
-        return self
-
-    def __next__(self) -> str:
-        return next(self._gen)
-
-    def record_done(self) -> None:
-        """Called when ``csv`` has made a row of the lines so far."""
-        self.record = 0
+    def __iter__(self) -> Iterator[str]:
+        return self._gen
 
     def _checked(self, text: str) -> str:
         self.line += 1
@@ -308,14 +306,24 @@ class _Lines:
             raise _format("a NUL character: a contact file is text", self.line)
         self.record += len(text)
         if self.record > MAX_LINE + 2:
-            raise _format(f"a record (lines joined inside quotes) longer than "
-                          f"{MAX_LINE // 1024} KiB", self.line)
+            raise _record_too_long(self.line)
         return text
 
     def _lines(self) -> Iterator[str]:
         buf = ""
         held = ""               # a line ended by CR: its LF may start the next piece
+        limit = MAX_LINE + 1
         for piece in self.pieces:
+            n = len(piece)
+            if n <= limit and not held and not buf and piece[-1] == "\n" \
+                    and "\x00" not in piece:
+                # the common case: a whole, short, clean line
+                self.line += 1
+                self.record += n
+                if self.record > MAX_LINE + 2:
+                    raise _record_too_long(self.line)
+                yield piece
+                continue
             if held:
                 if piece.startswith("\n"):
                     held, piece = held + "\n", piece[1:]
@@ -373,7 +381,7 @@ def read_segment(stream: BinaryIO, sink: DigestSink, *,
         lines = batches.rest()
         reader = csv.reader(lines)
         for row in reader:
-            lines.record_done()
+            lines.record = 0            # csv made a row of the lines so far
             counts.rows += 1
             for col, is_phone in ((phone_col, True), (email_col, False)):
                 if col is None or col >= len(row):
