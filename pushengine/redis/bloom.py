@@ -41,6 +41,7 @@ from pushengine.redis.bloom_scripts import sources
 from pushengine.redis.link import RedisArg, RedisConnection, RedisLink, RedisUrl, run_script
 
 log = Logger()
+SWEEP_EVERY = 60.0       # seconds between forgetting the filters whose ttl passed
 
 
 def _unavailable(why: str) -> errors.BloomUnavailable:
@@ -70,6 +71,7 @@ class RedisBloom(BloomCommands, service.MultiService):
         self.sizes: dict[str, int] = {}          # bytes of the filters this node knows
         self.expires: dict[str, float] = {}      # of those with a ttl
         self.known_bytes = 0
+        self._next_sweep = 0.0
         self.use_module = use_module
         self.native: bool | None = None          # known once connected
         self.counters = {"commands": 0, "errors": 0, "unavailable": 0}
@@ -160,8 +162,10 @@ class RedisBloom(BloomCommands, service.MultiService):
         """The bytes filter ``key`` may hold in all: --bloom-max-bytes less
         the other filters this node knows (forgetting those whose ttl passed)."""
         now = self.reactor.seconds()
-        for gone in [k for k, t in self.expires.items() if t <= now]:
-            self._forget(gone)
+        if now >= self._next_sweep:             # at most once a minute: O(filters)
+            self._next_sweep = now + SWEEP_EVERY
+            for gone in [k for k, t in self.expires.items() if t <= now]:
+                self._forget(gone)
         return max(0, self.max_total - (self.known_bytes - self.sizes.get(key, 0)))
 
     def _known(self, key: str, size: int, ttl: float | None = None) -> None:
