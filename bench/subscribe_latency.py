@@ -1,7 +1,7 @@
 """Other clients' latency while one client makes many new subscriptions.
 
     python bench/subscribe_latency.py [--streams 100000] [--calls 50]
-                                      [--method near|user|word|near-world ...]
+                                      [--method near|user|word|near-world|similar ...]
 
 Starts ``twistd -n pushengine --seed FILE`` on a free port with ``--streams``
 demo-like streams (six cities, users 1..5000), then for each method: one
@@ -14,7 +14,9 @@ asks for other requests answered within 100 ms.
 ``near`` asks for places in the cities (a dense cell: scanned in slices),
 ``user`` for users' streams (from the equality index), ``word`` for title
 words (a scan of every stream), ``near-world`` for circles around the whole
-globe (a scan of every stream, the hostile case). The engine is the checkout
+globe (a scan of every stream, the hostile case), ``similar`` for titles
+like a text of two or three of the seed's words (MinHash LSH candidates,
+thousands per text, checked exactly). The engine is the checkout
 this file is in (PYTHONPATH), not an installed copy.
 """
 from __future__ import annotations
@@ -44,7 +46,7 @@ WORDS = ["кошки", "котик", "собака", "музыка", "конце
          "погода", "кухня", "рецепт", "cats", "kitten", "dogs", "music", "football",
          "gaming", "news", "cooking", "travel", "live", "стрим", "город", "дорога"]
 BASE_TIME = 1_767_225_600   # 2026-01-01T00:00:00Z
-METHODS = ("near", "user", "word", "near-world")
+METHODS = ("near", "user", "word", "near-world", "similar")
 
 
 # -- the seed --------------------------------------------------------------------
@@ -89,6 +91,13 @@ def batch_params(method: str, calls: int, limit: int = 10, seed: int = 2) -> lis
         out = [[round(-80 + 160 * i / calls, 4), 0.0, 20000, limit] for i in range(calls)]
     elif method == "user":
         out = [[u, limit] for u in rng.sample(range(1, 5001), calls)]
+    elif method == "similar":
+        # titles-like texts of two or three of the seed's words: each shares
+        # LSH bands with thousands of stored titles (the costly case)
+        texts: set[str] = set()
+        while len(texts) < calls:
+            texts.add(" ".join(rng.sample(WORDS, rng.randint(2, 3))))
+        out = [[t, limit] for t in sorted(texts)]
     elif method == "word":
         words = ["кошка", "котик", "собаки", "музыке", "концерта", "футбол", "игры", "новость",
                  "погоду", "кухни", "рецепты", "cat", "kittens", "dog", "musical", "footballs",
@@ -101,7 +110,8 @@ def batch_params(method: str, calls: int, limit: int = 10, seed: int = 2) -> lis
 
 def rpc_method(method: str) -> str:
     return {"near": "stream.subscribe_near", "near-world": "stream.subscribe_near",
-            "user": "stream.subscribe_user", "word": "stream.subscribe_word"}[method]
+            "user": "stream.subscribe_user", "word": "stream.subscribe_word",
+            "similar": "stream.subscribe_similar"}[method]
 
 
 def distance_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -124,9 +134,27 @@ def brute(method: str, streams: list[dict], params: list) -> list[dict]:
     elif method == "user":
         user, limit = params
         found = [o for o in streams if o.get("public") is True and o["user_id"] == user]
+    elif method == "similar":
+        text, limit = params
+        wanted = word_set(text)
+        scored = []
+        for o in streams:
+            if o.get("public") is True and o.get("live") is True:
+                have = word_set(o["title"])
+                j = len(wanted & have) / len(wanted | have)
+                if j >= 0.5:
+                    scored.append((j, o["id"], o))
+        scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
+        return [o for _, _, o in scored[:limit]]
     else:
         raise ValueError(method)
     return newest_first(found)[:limit]
+
+
+def word_set(text: str) -> set[str]:
+    """Lower-cased words split on every character that is not a letter or a
+    digit (SPEC section 13)."""
+    return {w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split()}
 
 
 # -- the measurement ----------------------------------------------------------------
@@ -260,7 +288,7 @@ def main() -> None:
                 params = batch_params(method, args.calls)
                 r = measure(base, method, params)
                 bad = [a for a in r["answers"] if not a or "result" not in a]
-                if method in ("near", "user", "near-world"):
+                if method in ("near", "user", "near-world", "similar"):
                     key, state = r["answers"][0]["result"]
                     ok = [o["id"] for o in state] == \
                         [o["id"] for o in brute(method, streams, params[0])]

@@ -30,6 +30,7 @@ DEFAULTS = {
     "max-batch": 100,
     "max-segment-body": 1 << 30,
     "segment-min": 100,
+    "bloom-max-bytes": 1 << 29,
     "http": "fast",
     "max-client-sessions": 100,
     "client-rate": 200.0,

@@ -5,8 +5,8 @@ in ``Authorization: Bearer <key>`` (a script with curl); never from a URL,
 which proxies and access logs keep. It is compared with
 ``hmac.compare_digest``. Without ``--admin-key`` every method answers 1003
 (closed). A client that gives a wrong key ``max_failures`` times within
-``window`` seconds is refused (1007, HTTP 429) until the window passes, so
-the key cannot be guessed at the call rate.
+``window`` seconds is refused (1007, HTTP 429) for its wrong keys until the
+window passes; the right key is never refused, whoever shares the address.
 
 - ``admin.subscribe(sid, key)``: the session receives the node statistics
   (the internal view ``$admin.NodeStats``); answers ``[key, state]`` as
@@ -98,9 +98,20 @@ class AdminKey:
 
     def check(self, caller: object, presented: object) -> None:
         """Return when ``presented`` (or the caller's bearer token) is the
-        key; raise NotAuthorized (or RateLimited after too many wrong ones)."""
+        key; raise NotAuthorized, or RateLimited when the caller's address
+        gave ``max_failures`` wrong keys within ``window`` seconds.
+
+        The right key is compared first and always accepted: a lockout
+        holds back the source of wrong keys only, so that nobody who shares
+        the operator's address (a proxy, a NAT) can keep the operator out.
+        Guessing stays out of reach because the key has at least 16
+        characters and every call counts against ``--client-rate``."""
         if self.key is None:
             raise NotAuthorized(CLOSED)
+        if presented is None:
+            presented = getattr(caller, "bearer", None)
+        if isinstance(presented, str) and hmac.compare_digest(_bytes(presented), self.key):
+            return
         address = getattr(caller, "address", None) or "?"
         now = self.clock.seconds()
         recent = self.failures.get(address)
@@ -112,10 +123,6 @@ class AdminKey:
             elif len(recent) >= self.max_failures:
                 raise RateLimited("too many wrong admin keys from this client",
                                   retry_after=recent[0] + self.window - now)
-        if presented is None:
-            presented = getattr(caller, "bearer", None)
-        if isinstance(presented, str) and hmac.compare_digest(_bytes(presented), self.key):
-            return
         self.refused += 1
         if len(self.failures) > 10000:          # bounded: forget the oldest client
             self.failures.pop(next(iter(self.failures)))

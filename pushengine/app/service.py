@@ -204,7 +204,8 @@ class Node:
         from pushengine.bloom.methods import BloomMethods
         from pushengine.views.once import SeenFilter
         try:
-            self.bloom = build_bloom(self.reactor, self.options["redis"])
+            self.bloom = build_bloom(self.reactor, self.options["redis"],
+                                     max_total=self.options["bloom-max-bytes"])
         except ValueError as e:
             raise usage.UsageError(f"--redis: {e}") from None
         self.seen = SeenFilter(self.bloom)
@@ -267,7 +268,8 @@ class Node:
         from pushengine.webhooks.sender import WebhookHooks, WebhookSender
         self.webhooks = WebhookSender(
             self._webhook_client(), self.options["webhook-url"], self.options["webhook-secret"],
-            self.options["node-id"], self.reactor, max_queue=self.options["webhook-queue"])
+            self.options["node-id"], self.reactor, max_queue=self.options["webhook-queue"],
+            client_of=lambda sid: getattr(self.engine.sessions.sessions.get(sid), "client", None))
         self.hooks.add(WebhookHooks(self.webhooks))
         self.sources["webhooks"] = self.webhooks
 

@@ -41,6 +41,8 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("max-batch", 100, "Calls in one JSON-RPC batch.", int),
     ("max-segment-body", 1 << 30, "Largest segment upload (POST /api/segments/NAME) in "
      "bytes.", int),
+    ("bloom-max-bytes", 1 << 29, "Bytes all Bloom filters of this node may take together "
+     "(in Redis: the filters this node created or added to).", int),
     ("segment-min", 100, "Valid unique entries a segment upload needs at least.", int),
     ("http", "fast", "The HTTP front: fast (a lean parser answers JSON-RPC and publish, "
      "twisted.web the rest) or twisted (twisted.web for everything).", None),
@@ -114,7 +116,7 @@ class Options(usage.Options):
             if not self[name] > 0 or not math.isfinite(self[name]):
                 raise usage.UsageError(f"--{name} must be a number greater than 0")
         for name in ("max-subscriptions", "max-queue", "max-body", "max-batch",
-                     "max-segment-body"):
+                     "max-segment-body", "bloom-max-bytes"):
             if self[name] < 1:
                 raise usage.UsageError(f"--{name} must be at least 1")
         if self["segment-min"] < 1:

@@ -23,6 +23,7 @@ INFO_FIELDS = ("Capacity", "Size", "Number of filters", "Number of items inserte
 #: what an add primitive answers per item besides 1 and 0
 FULL_CODE = -2
 CANNOT_GROW_CODE = -3
+NO_ROOM_CODE = -4           # growing would pass the node's --bloom-max-bytes
 
 
 def outcome(code: int) -> int | errors.BloomError:
@@ -31,13 +32,16 @@ def outcome(code: int) -> int | errors.BloomError:
         return errors.BloomError(errors.FULL)
     if code == CANNOT_GROW_CODE:
         return errors.BloomError(errors.CANNOT_GROW)
+    if code == NO_ROOM_CODE:
+        return errors.BloomError(errors.NO_ROOM_TO_GROW)
     return code
 
 
 class BloomCommands:
     """Mixin: the commands, on the primitives ``_reserve(key, spec)``,
     ``_add(key, items, spec or None, ttl)`` (None: do not create; fires with
-    the per-item codes), ``_exists(key, items)`` and ``_info(key)``."""
+    the per-item codes), ``_exists(key, items)``, ``_info(key)`` and
+    ``_delete(key)`` (fires with 1, or 0 when there was no such filter)."""
 
     def _reserve(self, key: str, spec: FilterSpec) -> Deferred:
         raise NotImplementedError
@@ -50,6 +54,9 @@ class BloomCommands:
         raise NotImplementedError
 
     def _info(self, key: str) -> Deferred:
+        raise NotImplementedError
+
+    def _delete(self, key: str) -> Deferred:
         raise NotImplementedError
 
     # -- the commands ----------------------------------------------------------
@@ -121,6 +128,15 @@ class BloomCommands:
         except errors.ApiError:
             return fail()
         return self._info(key)
+
+    def delete(self, key: object) -> Deferred:
+        """Delete a filter and free its memory: fires with 1, or 0 when
+        there was none."""
+        try:
+            key = check_key(key)
+        except errors.ApiError:
+            return fail()
+        return self._delete(key)
 
 
 def _many(codes: list[int]) -> list[int | errors.BloomError]:

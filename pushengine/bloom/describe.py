@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pushengine.api.openrpc import OBJECT, Description, Schema, _nullable, _string
 from pushengine.bloom.methods import MAX_ITEMS as MAX_BLOOM_ITEMS
-from pushengine.bloom.params import MAX_CAPACITY, MAX_EXPANSION
+from pushengine.bloom.params import MAX_CAPACITY, MAX_EXPANSION, MIN_ERROR
 
 BLOOM_ERRORS = (1003, 1010, 1011, -32602)
 BLOOM_KEY = _string("the filter's name", min_length=1)
@@ -19,7 +19,7 @@ BLOOM_ANSWERS: Schema = {"type": "array", "items": {"oneOf": [
         "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}}}}]}}
 EXPANSION: Schema = _nullable({"type": "integer", "minimum": 1, "maximum": MAX_EXPANSION})
 CAPACITY: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_CAPACITY}
-ERROR_RATE: Schema = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}
+ERROR_RATE: Schema = {"type": "number", "minimum": MIN_ERROR, "exclusiveMaximum": 1}
 
 
 DESCRIPTIONS: dict[str, Description] = {
@@ -52,4 +52,7 @@ DESCRIPTIONS: dict[str, Description] = {
     "bf.info": Description(
         "A filter's capacity, size, layers, items and expansion (BF.INFO).",
         {"key": BLOOM_KEY}, OBJECT, BLOOM_ERRORS),
+    "bf.del": Description(
+        "Delete a filter and free its memory: 1, or 0 when there was none.",
+        {"key": BLOOM_KEY}, {"type": "integer", "enum": [0, 1]}, BLOOM_ERRORS),
 }

@@ -11,9 +11,15 @@ NOT_FOUND = "not found"
 FULL = "non scaling filter is full"
 TOO_LARGE = "could not create filter: it would pass the largest filter size"
 CANNOT_GROW = "could not grow filter: it would pass the largest filter size or number of layers"
+NO_ROOM = ("could not create filter: the filters of this node would pass their memory cap "
+           "(--bloom-max-bytes)")
+NO_ROOM_TO_GROW = ("could not grow filter: the filters of this node would pass their memory cap "
+                   "(--bloom-max-bytes)")
 #: the arguments are wrong: code -32602
 BAD_ERROR_RATE = "(0 < error rate range < 1)"
 BAD_CAPACITY = "(capacity should be larger than 0)"
+ERROR_RATE_TOO_LOW = "bad error rate: at least 1e-09"
+CAPACITY_TOO_LARGE = "bad capacity: at most 100000000"
 BAD_EXPANSION = "bad expansion"
 NONSCALING_EXPANSION = "Nonscaling filters cannot expand"
 BAD_ITEM = "an item must be a string or an integer"

@@ -14,9 +14,10 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorTime
 
 from pushengine.bloom import errors
-from pushengine.bloom.base import CANNOT_GROW_CODE, FULL_CODE, BloomCommands
+from pushengine.bloom.base import CANNOT_GROW_CODE, FULL_CODE, NO_ROOM_CODE, BloomCommands
 from pushengine.bloom.hashing import item_hash
-from pushengine.bloom.params import MAX_BYTES, MAX_LAYERS, FilterSpec, layer_shape
+from pushengine.bloom.params import (
+    DEFAULT_MAX_TOTAL, MAX_BYTES, MAX_LAYERS, FilterSpec, layer_shape)
 
 SWEEP_EVERY = 60.0
 
@@ -54,12 +55,23 @@ class Layer:
                 a -= m
 
 
+class Budget:
+    """The bytes all filters of a backend may take together (--bloom-max-bytes)."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+
 class ScalableFilter:
     """One filter: its arguments and its layers."""
 
-    __slots__ = ("spec", "nlog", "layers", "items", "size", "expires", "max_bytes")
+    __slots__ = ("spec", "nlog", "layers", "items", "size", "expires", "max_bytes", "budget")
 
-    def __init__(self, spec: FilterSpec, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, spec: FilterSpec, max_bytes: int = MAX_BYTES,
+                 budget: Budget | None = None) -> None:
         self.spec = spec
         self.nlog = spec.nlog_error
         self.layers: list[Layer] = []
@@ -67,24 +79,41 @@ class ScalableFilter:
         self.size = 0               # bytes of all layers
         self.expires: float | None = None
         self.max_bytes = max_bytes
+        self.budget = budget if budget is not None else Budget(1 << 62)
 
     @classmethod
-    def create(cls, spec: FilterSpec, max_bytes: int = MAX_BYTES) -> "ScalableFilter | None":
-        f = cls(spec, max_bytes)
-        return f if f.grow(spec.capacity) else None
+    def create(cls, spec: FilterSpec, max_bytes: int = MAX_BYTES,
+               budget: Budget | None = None) -> "ScalableFilter | int":
+        """A new filter, or the code of why not (CANNOT_GROW_CODE: larger
+        than one filter may be; NO_ROOM_CODE: past the budget)."""
+        f = cls(spec, max_bytes, budget)
+        code = f.grow(spec.capacity)
+        return f if code == 1 else code
 
-    def grow(self, capacity: int) -> bool:
-        """Add a layer for ``capacity`` items; False when it would be too large."""
+    def grow(self, capacity: int) -> int:
+        """Add a layer for ``capacity`` items: 1, or CANNOT_GROW_CODE when
+        the filter would be too large, NO_ROOM_CODE when all filters of the
+        backend would pass their budget. The size is worked out before any
+        memory is taken."""
         index = len(self.layers)
         if index >= MAX_LAYERS:
-            return False
+            return CANNOT_GROW_CODE
         bits, hashes = layer_shape(self.nlog, self.spec.nonscaling, index, capacity)
         nbytes = (bits + 7) >> 3
         if self.size + nbytes > self.max_bytes:
-            return False
+            return CANNOT_GROW_CODE
+        if self.budget.used + nbytes > self.budget.limit:
+            return NO_ROOM_CODE
         self.layers.append(Layer(capacity, bits, hashes))
         self.size += nbytes
-        return True
+        self.budget.used += nbytes
+        return 1
+
+    def drop(self) -> None:
+        """Give the filter's bytes back to the budget (it is being forgotten)."""
+        self.budget.used -= self.size
+        self.size = 0
+        self.layers = []
 
     def has(self, h: tuple[int, int, int]) -> bool:
         layers = self.layers
@@ -101,8 +130,9 @@ class ScalableFilter:
         if last.count >= last.capacity:
             if self.spec.nonscaling:
                 return FULL_CODE
-            if not self.grow(last.capacity * self.spec.expansion):
-                return CANNOT_GROW_CODE
+            grown = self.grow(last.capacity * self.spec.expansion)
+            if grown != 1:
+                return grown
             last = self.layers[-1]
         last.set(len(self.layers) - 1, h)
         last.count += 1
@@ -117,14 +147,22 @@ class ScalableFilter:
                 "Expansion rate": None if self.spec.nonscaling else self.spec.expansion}
 
 
+def _not_created(code: int) -> errors.BloomError:
+    return errors.BloomError(errors.NO_ROOM if code == NO_ROOM_CODE else errors.TOO_LARGE)
+
+
 class MemoryBloom(BloomCommands):
     """Scalable Bloom filters in this process (SPEC section 14)."""
 
     kind = "memory"
 
-    def __init__(self, clock: IReactorTime | None = None, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, clock: IReactorTime | None = None, max_bytes: int = MAX_BYTES,
+                 max_total: int = DEFAULT_MAX_TOTAL) -> None:
+        """``max_bytes``: one filter's largest size; ``max_total``: all
+        filters together (--bloom-max-bytes)."""
         self.clock = clock
         self.max_bytes = max_bytes
+        self.budget = Budget(max_total)
         self.filters: dict[str, ScalableFilter] = {}
         self._next_sweep = 0.0
         self.counters = {"commands": 0}
@@ -136,6 +174,7 @@ class MemoryBloom(BloomCommands):
         f = self.filters.get(key)
         if f is not None and f.expires is not None and f.expires <= self._now():
             del self.filters[key]
+            f.drop()
             return None
         return f
 
@@ -146,16 +185,16 @@ class MemoryBloom(BloomCommands):
         self._next_sweep = now + SWEEP_EVERY
         for key in [k for k, f in self.filters.items()
                     if f.expires is not None and f.expires <= now]:
-            del self.filters[key]
+            self.filters.pop(key).drop()
 
     # -- primitives ------------------------------------------------------------
     def _reserve(self, key: str, spec: FilterSpec) -> Deferred:
         self.counters["commands"] += 1
         if self._get(key) is not None:
             return fail(errors.BloomError(errors.ITEM_EXISTS))
-        f = ScalableFilter.create(spec, self.max_bytes)
-        if f is None:
-            return fail(errors.BloomError(errors.TOO_LARGE))
+        f = ScalableFilter.create(spec, self.max_bytes, self.budget)
+        if isinstance(f, int):
+            return fail(_not_created(f))
         self.filters[key] = f
         return succeed("OK")
 
@@ -167,10 +206,10 @@ class MemoryBloom(BloomCommands):
         if f is None:
             if spec is None:
                 return fail(errors.BloomError(errors.NOT_FOUND))
-            f = ScalableFilter.create(spec, self.max_bytes)
-            if f is None:
-                return fail(errors.BloomError(errors.TOO_LARGE))
-            self.filters[key] = f
+            made = ScalableFilter.create(spec, self.max_bytes, self.budget)
+            if isinstance(made, int):
+                return fail(_not_created(made))
+            self.filters[key] = f = made
         codes = []
         for data in items:
             code = f.add(item_hash(data))
@@ -195,6 +234,15 @@ class MemoryBloom(BloomCommands):
             return fail(errors.BloomError(errors.NOT_FOUND))
         return succeed(f.info())
 
+    def _delete(self, key: str) -> Deferred:
+        self.counters["commands"] += 1
+        f = self._get(key)
+        if f is None:
+            return succeed(0)
+        del self.filters[key]
+        f.drop()
+        return succeed(1)
+
     # -- operations --------------------------------------------------------------
     @property
     def available(self) -> bool:
@@ -204,7 +252,7 @@ class MemoryBloom(BloomCommands):
         return {"up": True, "kind": "memory", "filters": len(self.filters)}
 
     def stats(self) -> dict[str, int]:
-        return {"filters": len(self.filters), "bytes": sum(f.size for f in self.filters.values()),
-                **self.counters}
+        return {"filters": len(self.filters), "bytes": self.budget.used,
+                "max_bytes": self.budget.limit, **self.counters}
 
     counter_names = ("commands",)

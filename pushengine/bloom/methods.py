@@ -1,7 +1,7 @@
 """The ``bf.*`` JSON-RPC methods, for backends (SPEC section 14).
 
 ``bf.reserve``, ``bf.add``, ``bf.madd``, ``bf.exists``, ``bf.mexists``,
-``bf.insert`` and ``bf.info`` take the arguments of the Bloom filter
+``bf.insert``, ``bf.info`` and ``bf.del`` take the arguments of the Bloom filter
 commands, key first (positional or named), and answer what the commands
 answer: 1/0, lists of them, "OK", the info object. An item a full
 non-scaling filter refuses is answered in its place as
@@ -125,6 +125,10 @@ class BloomMethods:
         self._guard(caller)
         return self.bloom.info(key)
 
+    def delete(self, caller: object, key: object) -> Deferred:
+        self._guard(caller)
+        return self.bloom.delete(key)
+
     def methods(self) -> dict[str, Method]:
         def method(func: Callable[..., Deferred], max_items: int = 100) -> Method:
             defaults = {p.name: p.default for p in inspect.signature(func).parameters.values()
@@ -138,4 +142,5 @@ class BloomMethods:
             "bf.mexists": method(self.mexists, MAX_ITEMS),
             "bf.insert": method(self.insert, MAX_ITEMS),
             "bf.info": method(self.info),
+            "bf.del": method(self.delete),
         }

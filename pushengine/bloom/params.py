@@ -34,7 +34,9 @@ DEFAULT_EXPANSION = 2
 MAX_EXPANSION = 32768
 MAX_BYTES = 1 << 29               # 512 MiB of bits per filter: the largest Redis string
 MAX_LAYERS = 64
-MAX_CAPACITY = 1 << 53            # exact in a double (the Lua scripts' numbers)
+MAX_CAPACITY = 100_000_000        # items a filter may be reserved for (its first layer)
+MIN_ERROR = 1e-9                  # below it a filter needs over 30 hashes per item per layer
+DEFAULT_MAX_TOTAL = 1 << 29       # --bloom-max-bytes: all filters of a node's backend
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ def check_error(error: object) -> float:
         raise errors.BloomArgumentError(errors.BAD_ERROR_RATE) from None
     if not 0 < value < 1:
         raise errors.BloomArgumentError(errors.BAD_ERROR_RATE)
+    if value < MIN_ERROR:
+        raise errors.BloomArgumentError(errors.ERROR_RATE_TOO_LOW)
     return value
 
 
@@ -101,7 +105,7 @@ def check_capacity(capacity: object) -> int:
     if capacity <= 0:
         raise errors.BloomArgumentError(errors.BAD_CAPACITY)
     if capacity > MAX_CAPACITY:
-        raise errors.BloomArgumentError(f"bad capacity: at most {MAX_CAPACITY}")
+        raise errors.BloomArgumentError(errors.CAPACITY_TOO_LARGE)
     return capacity
 
 

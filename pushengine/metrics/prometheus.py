@@ -34,6 +34,8 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
                                                  "engine"),
     ("feed", "malformed_messages"): (COUNTER, None, "AMQP messages dropped as malformed (not "
                                                     "JSON, no change in them)"),
+    ("feed", "bad_headers"): (COUNTER, None, "AMQP messages whose timestamp_ms header was not "
+                                             "ASCII digits of bounded length (ignored)"),
     ("feed", "malformed_changes"): (COUNTER, None, "Changes dropped as malformed from AMQP "
                                                    "messages"),
     ("feed", "sink_errors"): (COUNTER, None, "AMQP messages whose changes the engine failed to "
@@ -99,6 +101,13 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
                                              "full (--webhook-queue)"),
     ("webhooks", "queued"): (GAUGE, None, "Webhook events waiting to be sent"),
     ("webhooks", "in_flight"): (GAUGE, None, "Webhook POSTs in flight"),
+    ("webhooks", "timeouts"): (COUNTER, None, "Webhook POSTs cut after the timeout without a "
+                                              "whole answer"),
+    ("webhooks", "clients"): (GAUGE, None, "Clients with webhook events queued"),
+    ("webhooks", "oldest_in_flight_seconds"): (GAUGE, None, "Seconds the oldest webhook POST "
+                                                            "in flight has waited"),
+    ("webhooks", "failing"): (GAUGE, None, "1 while webhook POSTs fail or hang (one waited "
+                                           "half the timeout), else 0"),
     # presence (presence.list, presence: true views)
     ("presence", "rooms"): (GAUGE, None, "Views (with their parameters) where this node has "
                                          "authorized users present"),
@@ -139,8 +148,11 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
     ("bloom", "connects"): (COUNTER, None, "Connections made to the Bloom filters' Redis"),
     ("bloom", "connected"): (GAUGE, None, "1 while the Bloom filters' Redis connection is up, "
                                           "else 0"),
-    ("bloom", "filters"): (GAUGE, None, "Bloom filters held in this process"),
-    ("bloom", "bytes"): (GAUGE, None, "Bytes of the Bloom filters held in this process"),
+    ("bloom", "filters"): (GAUGE, None, "Bloom filters counted against --bloom-max-bytes"),
+    ("bloom", "bytes"): (GAUGE, None, "Bytes of the Bloom filters counted against "
+                                      "--bloom-max-bytes (in Redis: those this node knows)"),
+    ("bloom", "max_bytes"): (GAUGE, None, "--bloom-max-bytes: the bytes all Bloom filters of "
+                                          "this node may take together"),
     ("unique", "added"): (COUNTER, None, "Users added to the unique-users filters of view "
                                          "keys"),
     ("unique", "errors"): (COUNTER, None, "Unique-user additions that failed"),

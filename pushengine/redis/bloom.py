@@ -14,6 +14,13 @@ command fails at once with :class:`BloomUnavailable` (nothing queues up) and
 
 Keys: ``{prefix}bf:{KEY}`` (the module's filter, or the scripts' hash) and
 ``{prefix}bf:{KEY}:bits``, ``prefix`` from the ``--redis`` URL.
+
+``max_total`` (``--bloom-max-bytes``) bounds the bytes of the filters this
+node knows: those it created or added to (their size as the scripts answer
+it after each command), until it deletes them or their ``ttl`` passes. A
+script that would create or grow a filter past what is left is refused
+inside Redis, atomically. Filters only other nodes wrote count on those
+nodes; so all nodes together hold at most their caps added up.
 """
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ from typing import Any
 
 import txredisapi
 from twisted.application import service
-from twisted.internet.defer import Deferred, gatherResults, succeed
+from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -29,11 +36,12 @@ from twisted.python.failure import Failure
 from pushengine.bloom import errors
 from pushengine.bloom.base import CANNOT_GROW_CODE, FULL_CODE, INFO_FIELDS, BloomCommands
 from pushengine.bloom.hashing import item_hash, pack
-from pushengine.bloom.params import MAX_BYTES, FilterSpec
+from pushengine.bloom.params import DEFAULT_MAX_TOTAL, MAX_BYTES, FilterSpec, layer_shape
 from pushengine.redis.bloom_scripts import sources
 from pushengine.redis.link import RedisArg, RedisConnection, RedisLink, RedisUrl, run_script
 
 log = Logger()
+SWEEP_EVERY = 60.0       # seconds between forgetting the filters whose ttl passed
 
 
 def _unavailable(why: str) -> errors.BloomUnavailable:
@@ -53,11 +61,17 @@ class RedisBloom(BloomCommands, service.MultiService):
 
     def __init__(self, reactor: IReactorTime, url: str | RedisUrl,
                  endpoint: IStreamClientEndpoint | None = None,
-                 max_bytes: int = MAX_BYTES, use_module: bool = True) -> None:
+                 max_bytes: int = MAX_BYTES, use_module: bool = True,
+                 max_total: int = DEFAULT_MAX_TOTAL) -> None:
         """``use_module=False`` runs the Lua scripts even on a server with
         the bloom module (to compare the two)."""
         service.MultiService.__init__(self)
         self.reactor = reactor
+        self.max_total = max_total
+        self.sizes: dict[str, int] = {}          # bytes of the filters this node knows
+        self.expires: dict[str, float] = {}      # of those with a ttl
+        self.known_bytes = 0
+        self._next_sweep = 0.0
         self.use_module = use_module
         self.native: bool | None = None          # known once connected
         self.counters = {"commands": 0, "errors": 0, "unavailable": 0}
@@ -143,19 +157,50 @@ class RedisBloom(BloomCommands, service.MultiService):
         meta = f"{self.prefix}{{{key}}}"
         return [meta, meta + ":bits"]
 
+    # -- the budget ------------------------------------------------------------------
+    def _room(self, key: str) -> int:
+        """The bytes filter ``key`` may hold in all: --bloom-max-bytes less
+        the other filters this node knows (forgetting those whose ttl passed)."""
+        now = self.reactor.seconds()
+        if now >= self._next_sweep:             # at most once a minute: O(filters)
+            self._next_sweep = now + SWEEP_EVERY
+            for gone in [k for k, t in self.expires.items() if t <= now]:
+                self._forget(gone)
+        return max(0, self.max_total - (self.known_bytes - self.sizes.get(key, 0)))
+
+    def _known(self, key: str, size: int, ttl: float | None = None) -> None:
+        self.known_bytes += size - self.sizes.get(key, 0)
+        self.sizes[key] = size
+        if ttl:
+            self.expires[key] = self.reactor.seconds() + ttl
+
+    def _forget(self, key: str) -> None:
+        self.known_bytes -= self.sizes.pop(key, 0)
+        self.expires.pop(key, None)
+
     # -- primitives ---------------------------------------------------------------
     def _reserve(self, key: str, spec: FilterSpec) -> Deferred:
         keys = self._keys(key)
+        room = self._room(key)
+        bits, _ = layer_shape(spec.nlog_error, spec.nonscaling, 0, spec.capacity)
+        first = (bits + 7) >> 3
+
+        def made(answer: object) -> object:
+            self._known(key, first)
+            return answer
         if self.native:
+            if first > room:
+                self.counters["errors"] += 1
+                return fail(errors.BloomError(errors.NO_ROOM))
             args: list[RedisArg] = ["BF.RESERVE", keys[0], _number(spec.error), spec.capacity]
             if spec.nonscaling:
                 args.append("NONSCALING")
             else:
                 args += ["EXPANSION", spec.expansion]
-            return self._send(*args)
+            return self._send(*args).addCallback(made)
         return self._script("reserve", keys, [
             _number(spec.nlog_error), _number(spec.error), spec.capacity, spec.expansion,
-            1 if spec.nonscaling else 0])
+            1 if spec.nonscaling else 0, room]).addCallback(made)
 
     def _add(self, key: str, items: list[bytes], spec: FilterSpec | None,
              ttl: float | None) -> Deferred:
@@ -179,8 +224,13 @@ class RedisBloom(BloomCommands, service.MultiService):
             create = ["1", _number(spec.nlog_error), _number(spec.error), spec.capacity,
                       spec.expansion, 1 if spec.nonscaling else 0]
         blob = pack([item_hash(data) for data in items])
-        return self._script("add", keys, [*create, ttl_ms, blob]).addCallback(
-            lambda codes: [int(c) for c in codes])
+
+        def answered(reply: list) -> list[int]:
+            codes, size = reply
+            self._known(key, int(size), ttl)
+            return [int(c) for c in codes]
+        return self._script("add", keys, [*create, ttl_ms, blob, self._room(key)]).addCallback(
+            answered)
 
     @staticmethod
     def _native_codes(reply: list) -> list[int]:
@@ -217,6 +267,16 @@ class RedisBloom(BloomCommands, service.MultiService):
                                           None if expansion < 0 else expansion)))
         return self._script("info", keys, []).addCallback(parse_script)
 
+    def _delete(self, key: str) -> Deferred:
+        keys = self._keys(key)
+
+        def deleted(n: object) -> int:
+            self._forget(key)
+            return 1 if n else 0
+        if self.native:
+            return self._send("DEL", keys[0]).addCallback(deleted)
+        return self._script("delete", keys, []).addCallback(deleted)
+
     # -- operations ---------------------------------------------------------------
     def health(self) -> dict[str, Any]:
         return self.link.health(
@@ -224,7 +284,8 @@ class RedisBloom(BloomCommands, service.MultiService):
 
     def stats(self) -> dict[str, float]:
         return {**self.counters, "connects": self.link.counters["connects"],
-                "connected": int(self.available)}
+                "connected": int(self.available), "filters": len(self.sizes),
+                "bytes": self.known_bytes, "max_bytes": self.max_total}
 
     counter_names = ("commands", "errors", "unavailable", "connects")
 

@@ -28,6 +28,9 @@ PRELUDE = """
 local LN2 = %(ln2)r
 local MAXBYTES = %(max_bytes)d
 local MAXLAYERS = %(max_layers)d
+-- the bytes this filter may hold in all, given the node's --bloom-max-bytes
+-- and its other filters (each script sets it from an argument)
+local ROOM = MAXBYTES
 
 local function load(meta)
   local flat = redis.call('HGETALL', meta)
@@ -53,15 +56,17 @@ local function shape(f, index, capacity)
   return math.ceil(capacity * bpe), math.ceil(nl / LN2)
 end
 
--- a new last layer for `capacity` items; false when it would be too large.
--- Each layer is a string of its own, made at its final size (one allocation
--- of exactly its bytes: growing one string would leave Redis's spare room)
+-- a new last layer for `capacity` items: 1, or -3 when the filter would be
+-- too large, -4 when it would pass ROOM. Each layer is a string of its own,
+-- made at its final size (one allocation of exactly its bytes: growing one
+-- string would leave Redis's spare room)
 local function grow(f, meta, capacity)
   local index = f.n
-  if index >= MAXLAYERS then return false end
+  if index >= MAXLAYERS then return -3 end
   local m, k = shape(f, index, capacity)
   local nbytes = math.floor((m + 7) / 8)
-  if f.bytes + nbytes > MAXBYTES then return false end
+  if f.bytes + nbytes > MAXBYTES then return -3 end
+  if f.bytes + nbytes > ROOM then return -4 end
   local key = KEYS[2] .. ':' .. index
   redis.call('DEL', key)
   redis.call('SETRANGE', key, nbytes - 1, '\\0')
@@ -70,14 +75,16 @@ local function grow(f, meta, capacity)
   f.bytes = f.bytes + nbytes
   redis.call('HSET', meta, 'n', f.n, 'bytes', f.bytes, 'c' .. index, capacity, 'm' .. index, m,
              'k' .. index, k, 's' .. index, 0)
-  return true
+  return 1
 end
 
 local function create(meta, l0, e, capacity, x, ns)
   local f = {l0 = tonumber(l0), x = tonumber(x), ns = ns == '1', n = 0, items = 0, bytes = 0,
              layers = {}}
   local m = shape(f, 0, tonumber(capacity))
-  if math.floor((m + 7) / 8) > MAXBYTES then return nil end
+  local nbytes = math.floor((m + 7) / 8)
+  if nbytes > MAXBYTES then return nil, '%(too_large)s' end
+  if nbytes > ROOM then return nil, '%(no_room)s' end
   redis.call('DEL', meta)
   redis.call('HSET', meta, 'l0', l0, 'e', e, 'x', x, 'ns', f.ns and 1 or 0, 'items', 0)
   grow(f, meta, tonumber(capacity))
@@ -114,25 +121,28 @@ local function set(layer, index, h1, h2, h3)
 end
 """
 
-# KEYS: meta, bits; ARGV: l0, e, capacity, expansion, nonscaling → "OK"
+# KEYS: meta, bits; ARGV: l0, e, capacity, expansion, nonscaling, room → "OK"
 RESERVE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('ERR %(exists)s') end
-if not create(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]) then
-  return redis.error_reply('ERR %(too_large)s')
-end
+ROOM = tonumber(ARGV[6])
+local f, why = create(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+if not f then return redis.error_reply('ERR ' .. why) end
 return redis.status_reply('OK')
 """
 
 # KEYS: meta, bits; ARGV: create ("1"/"0"), l0, e, capacity, expansion,
-# nonscaling, ttl ms (0: none), hashes → per item 1 added, 0 there,
-# -2 full (non-scaling), -3 cannot grow; stops at the first negative
+# nonscaling, ttl ms (0: none), hashes, room → {codes, bytes of the filter};
+# per item 1 added, 0 there, -2 full (non-scaling), -3 cannot grow, -4 no
+# room under --bloom-max-bytes; stops at the first negative
 ADD = """
 local meta = KEYS[1]
+ROOM = tonumber(ARGV[9])
 local f = load(meta)
 if not f then
   if ARGV[1] ~= '1' then return redis.error_reply('ERR %(not_found)s') end
-  f = create(meta, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
-  if not f then return redis.error_reply('ERR %(too_large)s') end
+  local why
+  f, why = create(meta, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+  if not f then return redis.error_reply('ERR ' .. why) end
 end
 local first = f.n
 local blob = ARGV[8]
@@ -154,11 +164,12 @@ for it = 1, #blob / 12 do
       code = 0
     elseif f.ns then
       code = -2
-    elseif not grow(f, meta, last.c * f.x) then
-      code = -3
     else
-      last = f.layers[f.n]
-      set(last, f.n - 1, h1, h2, h3)
+      code = grow(f, meta, last.c * f.x)
+      if code == 1 then
+        last = f.layers[f.n]
+        set(last, f.n - 1, h1, h2, h3)
+      end
     end
     if code == 1 then
       last.s = last.s + 1
@@ -179,7 +190,16 @@ if ttl > 0 then
   redis.call('PEXPIRE', meta, ttl)
   for i = 1, f.n do redis.call('PEXPIRE', f.layers[i].key, ttl) end
 end
-return out
+return {out, f.bytes}
+"""
+
+# KEYS: meta, bits → 1 (deleted, with every layer), or 0 (no such filter)
+DELETE = """
+local f = load(KEYS[1])
+if not f then return 0 end
+for i = 1, f.n do redis.call('DEL', f.layers[i].key) end
+redis.call('DEL', KEYS[1])
+return 1
 """
 
 # KEYS: meta, bits; ARGV: hashes → per item 1 or 0 (0 for a missing filter)
@@ -216,9 +236,9 @@ return {capacity, f.bytes, f.n, f.items, x}
 
 def sources(max_bytes: int = MAX_BYTES, max_layers: int = MAX_LAYERS) -> dict[str, str]:
     """The scripts' source, by name, for filters of at most ``max_bytes``."""
-    prelude = PRELUDE % {"ln2": LN2, "max_bytes": max_bytes, "max_layers": max_layers}
     words = {"exists": errors.ITEM_EXISTS, "not_found": errors.NOT_FOUND,
-             "too_large": errors.TOO_LARGE}
+             "too_large": errors.TOO_LARGE, "no_room": errors.NO_ROOM}
+    prelude = PRELUDE % {"ln2": LN2, "max_bytes": max_bytes, "max_layers": max_layers, **words}
     return {name: prelude + body % words
             for name, body in (("reserve", RESERVE), ("add", ADD), ("exists", EXISTS),
-                               ("info", INFO))}
+                               ("info", INFO), ("delete", DELETE))}

@@ -48,6 +48,7 @@ from pushengine.segments.phones import normalize_phone
 SNIFF = 64 * 1024
 CHUNK = 20_000          # digests per sink call
 MAX_FIELD = 64 * 1024   # a cell longer than this is not a phone or an email
+MAX_LINE = 64 * 1024    # characters of a line (and of a record) before it is a format error
 COLUMNS = ("phone", "email")
 HASHES = {"sha256": 64, "md5": 32}
 _EMAIL = re.compile(r"[^@\s\"',;<>]+@[^@\s\"',;<>]+\.[^@\s\"',;<>.]+")
@@ -154,23 +155,23 @@ def _header(line: str) -> tuple[int | None, int | None]:
 
 def _bad_line(stream: BinaryIO, encoding: str) -> tuple[int | None, int]:
     """The line (1-based, physical) and byte that ``encoding`` cannot
-    read, found by reading the file again (only when it failed)."""
+    read, found by reading the file again in blocks (only when it failed;
+    a file without line breaks is never taken as one line)."""
     try:
         stream.seek(0)
     except (OSError, ValueError):
         return None, 0
     decoder = codecs.getincrementaldecoder(encoding)()
-    number = 0
-    for number, raw in enumerate(stream, 1):
+    lines = 1
+    while True:
+        raw = stream.read(1 << 16)
         try:
-            decoder.decode(raw)
+            decoder.decode(raw, final=not raw)
         except UnicodeDecodeError as e:
-            return number, e.object[e.start]
-    try:
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError as e:
-        return number, e.object[e.start]
-    return None, 0
+            return lines + e.object[:e.start].count(b"\n"), e.object[e.start]
+        if not raw:
+            return None, 0
+        lines += raw.count(b"\n")
 
 
 BLOCK = 1 << 20          # characters decoded and split at once by the fast path
@@ -205,20 +206,22 @@ class _Batches:
             if not block:
                 self.left, self.done = carry, True
                 return
-            block = carry + block
+            block = carry + block              # carry is at most MAX_LINE: no quadratic join
             cut = block.rfind("\n") + 1
-            if cut == 0:                       # no whole line yet
-                carry = block
-                continue
             whole, carry = block[:cut], block[cut:]
+            if len(carry) > MAX_LINE:          # a line too long: the csv path says where
+                self.left = block
+                return
+            if not whole:                      # no whole line yet
+                continue
             if '"' in whole or "\x00" in whole or not self._plain_crs(whole):
-                self.left = whole + carry
+                self.left = block
                 return
             if "\r" in whole:
                 whole = whole.replace("\r\n", "\n")
             lines = whole.split("\n")
             lines.pop()                        # after the last line feed: nothing
-            if max(map(len, lines)) > _CSV_FIELD_LIMIT:
+            if max(map(len, lines)) > MAX_LINE:
                 self.left = block
                 return
             self._lines(lines)
@@ -258,14 +261,88 @@ class _Batches:
             if self.progress is not None:
                 self.progress(counts.rows)
 
-    def rest(self) -> Iterator[str]:
+    def rest(self) -> "_Lines":
         """The lines the fast path left, then the rest of the file, as lines
-        for ``csv.reader``."""
-        if self.done:
-            return io.StringIO(self.left, newline="")
-        # the partial line at the end of what was read goes with its end
-        head = io.StringIO(self.left + self.text.readline(), newline="")
-        return itertools.chain(head, self.text)
+        for ``csv.reader``, each checked (length, NUL)."""
+        left: Iterator[str] = io.StringIO(self.left, newline="")
+        if not self.done:
+            more = iter(lambda: self.text.readline(MAX_LINE + 1), "")
+            left = itertools.chain(left, more)
+        return _Lines(left, self.counts.rows + 2)
+
+
+def _format(message: str, line: int) -> SegmentError:
+    return SegmentError("format", message, line=line)
+
+
+def _record_too_long(line: int) -> SegmentError:
+    return _format(f"a record (lines joined inside quotes) longer than {MAX_LINE // 1024} KiB",
+                   line)
+
+
+class _Lines:
+    """Physical lines (ended by LF, CR or CRLF, as ``csv`` reads them) from
+    pieces of at most about MAX_LINE characters, refusing, as ``format``
+    errors with their line, a line longer than MAX_LINE, a NUL character,
+    and a record (lines csv joins inside quotes) longer than MAX_LINE. What
+    it holds is one line at most, whatever the file."""
+
+    def __init__(self, pieces: Iterator[str], first_line: int) -> None:
+        self.pieces = pieces
+        self.line = first_line - 1      # the last line handed out
+        self.record = 0                 # characters of the record being read
+        self._gen = self._lines()
+
+    def __iter__(self) -> Iterator[str]:
+        return self._gen
+
+    def _checked(self, text: str) -> str:
+        self.line += 1
+        body = len(text) - (2 if text.endswith("\r\n") else 1 if text[-1:] in "\r\n" else 0)
+        if body > MAX_LINE:
+            raise _format(f"a line longer than {MAX_LINE // 1024} KiB "
+                          f"({MAX_LINE} characters)", self.line)
+        if "\x00" in text:
+            raise _format("a NUL character: a contact file is text", self.line)
+        self.record += len(text)
+        if self.record > MAX_LINE + 2:
+            raise _record_too_long(self.line)
+        return text
+
+    def _lines(self) -> Iterator[str]:
+        buf = ""
+        held = ""               # a line ended by CR: its LF may start the next piece
+        limit = MAX_LINE + 1
+        for piece in self.pieces:
+            n = len(piece)
+            if n <= limit and not held and not buf and piece[-1] == "\n" \
+                    and "\x00" not in piece:
+                # the common case: a whole, short, clean line
+                self.line += 1
+                self.record += n
+                if self.record > MAX_LINE + 2:
+                    raise _record_too_long(self.line)
+                yield piece
+                continue
+            if held:
+                if piece.startswith("\n"):
+                    held, piece = held + "\n", piece[1:]
+                yield self._checked(held)
+                held = ""
+                if not piece:
+                    continue
+            buf += piece
+            if buf.endswith("\n"):
+                line, buf = buf, ""
+                yield self._checked(line)
+            elif buf.endswith("\r"):
+                held, buf = buf, ""
+            elif len(buf) > MAX_LINE:
+                self._checked(buf)      # raises: too long
+        if held:
+            yield self._checked(held)
+        if buf:
+            yield self._checked(buf)
 
 
 def read_segment(stream: BinaryIO, sink: DigestSink, *,
@@ -286,18 +363,25 @@ def read_segment(stream: BinaryIO, sink: DigestSink, *,
     text = io.TextIOWrapper(buffered, encoding=encoding, newline="")
     counts = Counts()
     try:
-        first = text.readline(MAX_FIELD)
+        first = text.readline(MAX_LINE + 1)
         if not first:
             raise SegmentError("header_validation", "the file is empty: the first line "
                                "must hold the headers (phone and/or email)", line=1)
+        if len(first.rstrip("\r\n")) > MAX_LINE:
+            raise _format(f"a line longer than {MAX_LINE // 1024} KiB ({MAX_LINE} "
+                          f"characters)", 1)
+        if "\x00" in first:
+            raise _format("a NUL character: a contact file is text", 1)
         phone_col, email_col = _header(first)
         hex_len = HASHES.get(hashed or "")
         batches = _Batches(text, phone_col, email_col, hex_len, counts, sink, chunk,
                            progress)
         batches.run()
         valid_total, pending = batches.valid_total, batches.pending
-        reader = csv.reader(batches.rest())
+        lines = batches.rest()
+        reader = csv.reader(lines)
         for row in reader:
+            lines.record = 0            # csv made a row of the lines so far
             counts.rows += 1
             for col, is_phone in ((phone_col, True), (email_col, False)):
                 if col is None or col >= len(row):
@@ -334,6 +418,9 @@ def read_segment(stream: BinaryIO, sink: DigestSink, *,
         raise SegmentError("encoding", f"the file is neither UTF-8 nor Windows-1251 text "
                            f"(read as {encoding.replace('-sig', '')}: byte 0x{byte:02x} "
                            f"cannot be read)", line=where) from None
+    except SegmentError:
+        text.detach()
+        raise
     except csv.Error as e:
         text.detach()
         raise SegmentError("format", f"the file is not valid CSV: {e}",

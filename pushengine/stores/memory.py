@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable, Sequence, cast
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -159,11 +159,19 @@ class MemoryStore:
         key = _key_function(view.order_field, id_field,
                             bound.computed().get(view.order_field))
         keep = self.promised(view, limit)
-        sources = self._candidates(view, values)
+        sources, verify = self._candidates(view, values, id_field)
         size = len(by_id) if sources is None else sum(len(b) for b in sources)
-        if sources is None or size * 2 > len(by_id):
+        small = self.small
+        if verify is not None:
+            # candidates that the index checks exactly as part of the scan
+            # (``similar``): each costs more than a plain filter, so fewer
+            # are done at once
+            match = _verified(verify, match)
+            small //= 4
+        elif sources is None or size * 2 > len(by_id):
             sources, size = [by_id], len(by_id)  # no index, or one that narrows little
-        if self.clock is None or size <= self.small:
+        assert sources is not None
+        if self.clock is None or size <= small:
             try:
                 hits = [(key(o), o) for b in sources for o in b.values() if match(o)]
             except Exception:
@@ -185,19 +193,27 @@ class MemoryStore:
     def _snapshot(self, type_: str, bucket: dict) -> list[dict]:
         """A bucket's objects as a list, shared by the scans that reach it
         before the type's next change."""
+        if getattr(bucket, "sliced", False):
+            # a bucket that hands out its objects a slice at a time
+            return cast("list[dict]", bucket)
         copies = self._snapshots.setdefault(type_, {})
         found = copies.get(id(bucket))
         if found is None or found[0] is not bucket:
             found = copies[id(bucket)] = (bucket, list(bucket.values()))
         return found[1]
 
-    def _candidates(self, view: ViewSpec, values: dict[str, Any]) -> list[dict] | None:
-        """The buckets of the index that narrows ``view`` most, or None."""
+    def _candidates(self, view: ViewSpec, values: dict[str, Any], id_field: str
+                    ) -> tuple[list[dict] | None, Callable[[dict], bool] | None]:
+        """The buckets of the index that narrows ``view`` most, or None; and
+        the exact check of its candidates when that index leaves it to the
+        scan (``verifier``: the LSH of ``similar``), else None."""
         best: list[dict] | None = None
         best_size = 0
+        best_index: StoreIndex | None = None
+        best_condition = None
         indexes = self.type_indexes.get(view.type)
         if not indexes:
-            return None
+            return None, None
         for c in view.conditions:
             found = None
             wanted = c.op.store_index(c)
@@ -207,8 +223,11 @@ class MemoryStore:
             if found is not None:
                 size = sum(len(b) for b in found)
                 if best is None or size < best_size:
-                    best, best_size = found, size
-        return best
+                    best, best_size, best_index, best_condition = found, size, index, c
+        verifier = getattr(best_index, "verifier", None)
+        if verifier is None or best_condition is None:
+            return best, None
+        return best, verifier(best_condition, values, id_field)
 
     # -- slices ----------------------------------------------------------------
     def _schedule(self) -> None:
@@ -298,6 +317,11 @@ class MemoryStore:
                 self.apply_changes(changes)
                 count += len(changes)
         return count
+
+
+def _verified(verify: Callable[[dict], bool],
+              match: Callable[[dict], bool]) -> Callable[[dict], bool]:
+    return lambda obj: verify(obj) and match(obj)
 
 
 def _field_index(field: str) -> Callable[[], StoreIndex]:

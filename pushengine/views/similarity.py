@@ -495,6 +495,22 @@ class BandTable:
     def rows_of(self, h: int, sizes: tuple[int, int] | None = None) -> list[int]:
         """The live rows whose band has hash ``h`` (and whose token set
         has a size within ``sizes``, when known)."""
+        found, sorted_rows = self._rows(h, sizes)
+        if sorted_rows is not None:
+            found.extend(sorted_rows.tolist())
+        return found
+
+    def rows_array(self, h: int, sizes: tuple[int, int] | None = None) -> np.ndarray:
+        """``rows_of`` as an array (no Python object per row)."""
+        found, sorted_rows = self._rows(h, sizes)
+        extra = np.array(found, dtype=np.int64)
+        if sorted_rows is None:
+            return extra
+        return np.concatenate([extra, sorted_rows]) if found else sorted_rows
+
+    def _rows(self, h: int, sizes: tuple[int, int] | None) -> tuple[list[int], np.ndarray | None]:
+        """The rows of ``rows_of``: those added since the last merge (a
+        list), and those of the sorted arrays (an array, or None)."""
         found: list[int] = []
         v = self.delta.get(h)
         if v is not None:
@@ -516,8 +532,8 @@ class BandTable:
                 if sizes is not None:
                     n = self.rows.sizes[rows]
                     keep &= (n == 0) | ((n >= sizes[0]) & (n <= sizes[1]))
-                found.extend(rows[keep].tolist())
-        return found
+                return found, rows[keep]
+        return found, None
 
     def merge(self, extra_hashes: np.ndarray | None = None,
               extra_rows: np.ndarray | None = None) -> None:
@@ -653,6 +669,13 @@ class SimilarityIndex:
             rows.update(table.rows_of(h, sizes))
         key_of = self.keys.key_of
         return {key_of[r] for r in rows}
+
+    def query_rows(self, bands: Sequence[int],
+                   sizes: tuple[int, int] | None = None) -> np.ndarray:
+        """The rows (``keys.key_of`` maps them to keys) of ``query_bands``,
+        each once, sorted: array work only, whatever their number."""
+        parts = [table.rows_array(h, sizes) for h, table in zip(bands, self.hashtables)]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.keys.row_of)

@@ -143,7 +143,7 @@ async def test_a_filter_that_cannot_grow_further(bloom):
     results = await outcome(bloom.madd("tiny", [f"i{i}" for i in range(400)]))
     assert results[-1] == ("BloomError", errors.CANNOT_GROW)
     assert (await info(bloom, "tiny"))["Number of filters"] == 64
-    assert await outcome(bloom.reserve("huge", 0.01, 10 ** 12)) == ("BloomError", errors.TOO_LARGE)
+    assert await outcome(bloom.reserve("huge", 1e-9, 10 ** 8)) == ("BloomError", errors.TOO_LARGE)
 
 
 @pytest_twisted.ensureDeferred

@@ -154,3 +154,30 @@ def test_the_default_notification_view_shows_a_stream_once():
     other = authorized(rpc, "43")
     assert [s["id"] for s in rpc("stream.subscribe_followed_new", other, [5])[1]] == [5, 3, 1]
     assert rpc.error("stream.subscribe_followed_new", rpc("session.create"), [5]).code == 1003
+
+
+def test_caps_and_bf_del_over_json_rpc():
+    """SPEC 18: a tiny error rate is -32602 (the 1e-300 filter whose madd
+    held the reactor 7.9 s cannot be made), --bloom-max-bytes bounds the
+    filters, bf.del frees them (publish key as for the other bf.* methods)."""
+    node = ClockNode("--bloom-max-bytes", "100000", "--publish-key", "pk-of-the-tests")
+    rpc = Rpc(Http(node.web.resource()))
+    assert rpc.error("bf.reserve", "k", 1e-300, 100).code == 1003      # no key
+    raw_site = node.site()
+    auth = {"Authorization": "Bearer pk-of-the-tests"}
+    for rate in (5e-324, 1e-300, 1e-10):
+        answer = call(raw_site, "bf.reserve", ["k", rate, 100], auth)
+        assert answer["error"]["code"] == -32602, answer
+        assert "1e-09" in answer["error"]["message"]
+    assert call(raw_site, "bf.reserve", ["k", 0.01, 380_000_000], auth)["error"]["code"] == -32602
+    assert call(raw_site, "bf.reserve", ["a", 0.01, 50_000], auth)["result"] == "OK"
+    answer = call(raw_site, "bf.reserve", ["b", 0.01, 50_000], auth)
+    assert answer["error"] == {"code": 1010, "message": "could not create filter: the filters "
+                               "of this node would pass their memory cap (--bloom-max-bytes)"}
+    assert call(raw_site, "bf.del", ["a"], {"Authorization": "Bearer wrong"})["error"]["code"] \
+        == 1003
+    assert call(raw_site, "bf.del", {"key": "a"}, auth)["result"] == 1
+    assert call(raw_site, "bf.del", ["a"], auth)["result"] == 0
+    assert call(raw_site, "bf.reserve", ["b", 0.01, 50_000], auth)["result"] == "OK"
+    described = {m["name"] for m in call(raw_site, "rpc.discover", [], auth)["result"]["methods"]}
+    assert "bf.del" in described

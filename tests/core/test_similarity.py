@@ -398,20 +398,25 @@ def brute(store, spec, text):
     return found
 
 
-def ask(store, spec, text, limit=10):
+def ask(store, spec, text, limit=10, wait=True):
+    """The answer of a query; with ``wait``, after the store's turns it needs."""
     answers = []
     store.query(spec, spec.bind({"text": text}, None, limit).values, limit) \
         .addBoth(answers.append)
+    while wait and not answers and store.clock is not None:
+        store.clock.advance(0.01)
     return answers
 
 
 def test_an_initial_state_comes_from_the_index_without_a_scan():
+    """A text with few candidates (at most a quarter of the store's
+    ``small``) is answered at once, from the index."""
     catalog, store, clock, objs = big_store()
     spec = catalog.views["V"]
     (index,) = store.type_indexes["Stream"].values()
     assert isinstance(index, SimilarStoreIndex) and len(index) == len(objs)
     for o in objs[:200:7]:
-        answers = ask(store, spec, o["title"])
+        answers = ask(store, spec, o["title"], wait=False)
         assert answers, "answered at once"
         assert store.turns == 0 and store.scanning == 0 and store.examined == 0
         assert answers[0] == brute(store, spec, o["title"])[:store.answer_max]

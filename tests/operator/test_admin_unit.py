@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.task import Clock
 
 from pushengine.admin import ADMIN_TYPE, ADMIN_VIEW_KEY
@@ -108,12 +110,13 @@ def test_wrong_keys_are_refused_and_then_throttled() -> None:
     assert n.rpc("admin.stats", KEY) == []          # the right key still works
     for _ in range(3):
         n.rpc.error("admin.stats", "wrong")
-    # ten wrong keys within the minute: even the right one waits
-    reply = n.rpc.send("admin.stats", KEY).reply()
+    # ten wrong keys within the minute: the next wrong one waits, the right one not
+    reply = n.rpc.send("admin.stats", "wrong").reply()
     assert reply.code == 429 and reply.json()["error"]["code"] == 1007
     assert int(reply.header("retry-after")) > 0
-    n.clock.advance(61)
     assert n.rpc("admin.stats", KEY) == []
+    n.clock.advance(61)
+    assert n.rpc.error("admin.stats", "wrong").code == 1003
 
 
 def test_key_check_compares_in_constant_time(monkeypatch) -> None:
@@ -148,11 +151,14 @@ def test_throttle_is_per_client_and_bounded() -> None:
         with pytest.raises(NotAuthorized):
             key.check(Caller("10.0.0.1"), "x")
     with pytest.raises(RateLimited):
-        key.check(Caller("10.0.0.1"), KEY)
-    key.check(Caller("10.0.0.2"), KEY)       # another client is not affected
+        key.check(Caller("10.0.0.1"), "x")
+    key.check(Caller("10.0.0.1"), KEY)       # never the right key
+    with pytest.raises(NotAuthorized):       # another client is not affected
+        key.check(Caller("10.0.0.2"), "x")
     clock.advance(10)
-    key.check(Caller("10.0.0.1"), KEY)
-    assert key.failures == {}
+    with pytest.raises(NotAuthorized):
+        key.check(Caller("10.0.0.1"), "x")
+    assert list(key.failures) == ["10.0.0.2", "10.0.0.1"]
 
 
 def test_option_checks() -> None:
@@ -386,3 +392,41 @@ def test_the_publisher_survives_a_failing_feed_and_health() -> None:
     n.clock.advance(1)
     t.stopService()
     assert len(calls) >= 2
+
+
+# -- lockout (SPEC 18): per source of wrong keys, never the right key -----------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["10.0.0.1", "10.0.0.2", "?"]),
+                          st.sampled_from([KEY, "wrong", None]),
+                          st.sampled_from([0.0, 0.5, 3.0, 11.0])), max_size=60))
+def test_the_right_key_is_never_locked_out(calls) -> None:
+    """Whatever wrong keys came before, from whatever address (the
+    operator's included), the right key is accepted; a wrong key is
+    NotAuthorized, or RateLimited once its source gave max_failures of them
+    within the window."""
+    clock = Clock()
+    key = AdminKey(KEY, clock, max_failures=3, window=10)
+    wrong: dict[str, list[float]] = {}
+    for address, presented, wait in calls:
+        clock.advance(wait)
+        caller = Caller(address)
+        if presented == KEY:
+            key.check(caller, presented)
+            continue
+        recent = [t for t in wrong.get(address, []) if t > clock.seconds() - 10]
+        if len(recent) >= 3:
+            with pytest.raises(RateLimited):
+                key.check(caller, presented)
+        else:
+            with pytest.raises(NotAuthorized):
+                key.check(caller, presented)
+            recent.append(clock.seconds())
+        wrong[address] = recent
+
+
+def test_wrong_keys_from_the_operators_address_do_not_lock_the_operator_out() -> None:
+    n = node()
+    for _ in range(12):
+        n.rpc.send("admin.stats", "wrong-key-guess-0000").reply()
+    assert n.rpc("admin.stats", KEY) == []

@@ -80,7 +80,10 @@ def test_errors_are_json_with_code_and_line_and_change_nothing(http, node):
     before = dict(node.segments.sets)
     for data, code in [(b"phone;email\n1;2\n", "header_validation"),
                        (csv_of(contacts(2)), "too_few_unique"),
-                       ("email\nx@y.ru\n".encode("cp1251") + b"\x98\n", "encoding")]:
+                       ("email\nx@y.ru\n".encode("cp1251") + b"\x98\n", "encoding"),
+                       # SPEC 18: a line past 64 KiB, a NUL byte
+                       (b"phone\n" + b"7" * (3 << 20), "format"),
+                       (csv_of(contacts(5)) + b"7999\x005551111\n", "format")]:
         reply = post(http, "vip", data)
         assert reply.code == 400, reply
         error = reply.json()["error"]

@@ -211,3 +211,94 @@ def test_fast_path_on_a_large_plain_file(monkeypatch, ending):
     fast = upload(data)
     assert fast[0].valid == 60_000 and fast[0].rows == 30_001
     _same(fast, _csv_only(monkeypatch, data))
+
+
+# -- SPEC 18: bounded lines, bounded memory, no NUL ------------------------------------
+
+import tracemalloc  # noqa: E402
+
+from pushengine.segments.parse import MAX_LINE  # noqa: E402
+
+
+def _peak(data: bytes):
+    """The outcome of reading ``data`` and the peak of memory allocated meanwhile."""
+    stream = io.BytesIO(data)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        sink = MemorySegments().begin("t")
+        try:
+            outcome = read_segment(stream, sink, minimum=1)
+        except SegmentError as e:
+            outcome = e
+        return outcome, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("data, line", [
+    (b"phone\n" + b"7" * (40 << 20), 2),                             # no line break at all
+    (b"phone\n79995551111\n" + b"7" * (40 << 20), 3),
+    (b"phone\n" + b'"7999555"\n' + b"7" * (40 << 20) + b"\n", 3),    # on the csv path
+    (b"phone," + b"x" * (40 << 20), 1),                              # the header line
+    (b"phone\n" + b"79995551111\r" * 10 + b"1" * (40 << 20), 12),    # bare CRs, then none
+])
+def test_a_line_longer_than_the_bound_is_a_format_error_in_bounded_memory(data, line):
+    """A body without line breaks used to be held about six times over
+    (carry + block, quadratic); now the reader refuses the line as soon as
+    it passes MAX_LINE, holding about a block, never the body."""
+    outcome, peak = _peak(data)
+    assert isinstance(outcome, SegmentError), outcome
+    assert (outcome.code, outcome.line) == ("format", line)
+    assert "64 KiB" in outcome.message
+    assert peak < 12 << 20, peak         # the body is 40 MiB
+
+
+@pytest.mark.parametrize("data, line", [
+    (b"phone\n79995551111\n7999\x005551112\n", 3),                   # fast path
+    (b'phone\n"79995551111"\n79995551112\n\x00\n', 4),              # csv path
+    (b"phone\x00,email\n79995551111\n", 1),
+])
+def test_nul_bytes_are_a_format_error(data, line):
+    counts, kept = upload(data)
+    assert isinstance(counts, SegmentError), counts
+    assert (counts.code, counts.line) == ("format", line)
+    assert "NUL" in counts.message
+
+
+def test_a_record_of_many_short_lines_is_bounded_too():
+    cells = ",".join(['"7\n"'] * (MAX_LINE // 3))
+    counts, _ = upload(("phone\n" + cells + "\n").encode())
+    assert isinstance(counts, SegmentError) and counts.code == "format"
+
+
+def test_a_normal_file_reads_in_bounded_memory():
+    rows = "".join(f"User{i}@Example.com,+7 999 {i:07d}\n" for i in range(300_000))
+    outcome, peak = _peak(("email,phone\n" + rows).encode())
+    assert outcome.valid == 600_000
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(header=st.sampled_from(["phone,email", "email,name,phone"]),
+       lines=st.lists(st.one_of(_lines.map("\n".join), st.text(alphabet="79,\"\r ", max_size=60)),
+                      max_size=8),
+       block=st.integers(1, 64))
+def test_line_bound_and_nul_on_both_paths(monkeypatch, header, lines, block):
+    """With a bound of 40 characters: the fast path and csv.reader alone
+    answer the same, and a format error names a line that is too long or
+    holds a NUL (lines as csv counts them: any of CR, LF, CRLF ends one)."""
+    monkeypatch.setattr(parse_module, "MAX_LINE", 40)
+    monkeypatch.setattr(parse_module, "BLOCK", block)
+    text = header + "\n" + "\n".join(lines) + "\n"
+    data = text.encode()
+    fast = upload(data)
+    _same(fast, _csv_only(monkeypatch, data))
+    physical = io.StringIO(text, newline="").readlines()
+    bad = [i for i, line in enumerate(physical, 1)
+           if len(line.rstrip("\r\n")) > 40 or "\x00" in line]
+    error = fast[0]
+    if isinstance(error, SegmentError) and error.code == "format" and "line" in error.message:
+        assert error.line in bad or "record" in error.message
+    if not bad and isinstance(error, SegmentError):
+        assert error.code != "format" or "record" in error.message or "CSV" in error.message

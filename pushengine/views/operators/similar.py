@@ -10,14 +10,18 @@ the candidates of a MinHash LSH (views/similarity.py).
 - Routing: a view's keys are its text's bands, an object's keys its text's
   bands, so a change reaches only the similar-views whose text shares a band
   with it (and those that show the object now).
-- The initial state comes from the store's index: the candidates, then
-  exact Jaccard.
+- The initial state comes from the store's index: the LSH candidates (a
+  set of ids, at once), then exact Jaccard from the tokens the index keeps,
+  in the store's slices like any scan (``verifier``): a text with thousands
+  of candidates never holds the reactor for long (SPEC section 18).
 - It computes ``_similarity`` (the Jaccard similarity, a double) for the
   objects a view shows; ``order: -_similarity`` puts the most similar first.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Hashable, Mapping
+
+import numpy as np
 
 from pushengine.views import similarity
 from pushengine.views.operators.base import (
@@ -172,42 +176,97 @@ class SimilarStoreIndex:
         self.objects[id_] = new
         self.tokens[id_] = features.tokens
 
-    def candidates(self, condition: Condition, values: dict[str, Any]) -> list[dict] | None:
-        """The LSH candidates of the bound text at or above the threshold."""
+    def _query(self, condition: Condition,
+               values: dict[str, Any]) -> tuple[Features, set[int]] | None:
+        """The bound text's features and the sizes a token set may have to
+        reach the threshold (J <= min/max), tested as the exact check tests
+        them; None when nothing can match."""
         text = resolve(condition.operand.text, values)
         query = self.scheme.features(text) if isinstance(text, str) else None
         if query is None:
-            return []
-        wanted, threshold = query.tokens, condition.operand.threshold
-        size = len(wanted)
-        # the sizes a set may have to reach the threshold (J <= min/max),
-        # tested as the exact check would test them
+            return None
+        size, threshold = len(query.tokens), condition.operand.threshold
         sizes = {n for n in range(1, int(size / threshold) + 2)
                  if (n / size if n < size else size / n) >= threshold}
-        if not sizes:
+        return (query, sizes) if sizes else None
+
+    def candidates(self, condition: Condition, values: dict[str, Any]) -> list[Any] | None:
+        """The LSH candidates of the bound text whose token sets have a
+        size that can reach the threshold, as a ``Candidates`` bucket that
+        looks them up when the store's scan reaches it: not yet checked
+        exactly (that is ``verifier``'s work, in the scan's slices too), so
+        that a text with thousands of candidates never holds the reactor."""
+        found = self._query(condition, values)
+        if found is None:
             return []
-        objects, tokens, common = self.objects, self.tokens, wanted.intersection
-        found: dict[Hashable, dict] = {}
-        for id_ in self.lsh.query_bands(query.bands, (min(sizes), max(sizes))):
-            have = tokens[id_]
-            n = len(have)
-            if n in sizes:
-                c = len(common(have))
-                if c / (n + size - c) >= threshold:
-                    found[id_] = objects[id_]
-        # the view's filter checks these again: hand it their tokens and
-        # bands, known here, rather than have it hash each text again
-        if found:
-            field, bands_of = self.field, self.lsh.bands_of
-            remember, shingled = self.scheme.features.remember, self.scheme.shingler.tokens.remember
-            for id_, obj in found.items():
-                text, have = obj[field], tokens[id_]
+        query, sizes = found
+        return [Candidates(self, query.bands, (min(sizes), max(sizes)))]
+
+    def verifier(self, condition: Condition, values: dict[str, Any],
+                 id_field: str) -> Callable[[dict], bool]:
+        """The exact check of a candidate from the tokens kept here (a set
+        intersection); one that passes has its tokens and bands handed to
+        the view's filter, which checks it again without hashing its text."""
+        found = self._query(condition, values)
+        if found is None:
+            return lambda obj: False
+        query, sizes = found
+        wanted, threshold, size = query.tokens, condition.operand.threshold, len(query.tokens)
+        tokens, common, field, bands_of = (self.tokens, query.tokens.intersection, self.field,
+                                           self.lsh.bands_of)
+        remember, shingled = self.scheme.features.remember, self.scheme.shingler.tokens.remember
+
+        def verified(obj: dict) -> bool:
+            id_ = obj.get(id_field)
+            have = tokens.get(id_) if id_ is not None else None
+            if have is None or len(have) not in sizes:
+                return False
+            c = len(common(have))
+            if c / (len(have) + size - c) < threshold:
+                return False
+            text = obj.get(field)
+            if isinstance(text, str):
                 shingled(text, have)
                 remember(text, Features(have, bands_of(id_)))
-        return [found]
+            return True
+        return verified
 
     def __len__(self) -> int:
         return len(self.objects)
+
+
+class Candidates:
+    """The candidates of one query, found on first use (the LSH's rows, in
+    arrays) and turned into objects a slice at a time: a bucket the store
+    scans without copying (``sliced``). An object changed after the rows
+    were found is one the store's scan reads again at its end; a row whose
+    key went away is skipped."""
+
+    sliced = True
+
+    def __init__(self, index: SimilarStoreIndex, bands: tuple[int, ...],
+                 sizes: tuple[int, int]) -> None:
+        self.index = index
+        self.bands = bands
+        self.sizes = sizes
+        self._rows: np.ndarray | None = None
+
+    @property
+    def rows(self) -> np.ndarray:
+        if self._rows is None:
+            self._rows = self.index.lsh.query_rows(self.bands, self.sizes)
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, where: slice) -> list[dict]:
+        key_of, objects = self.index.lsh.keys.key_of, self.index.objects
+        found = [objects.get(key_of[row]) for row in self.rows[where].tolist()]
+        return [o for o in found if o is not None]
+
+    def values(self) -> list[dict]:
+        return self[:]
 
 
 @register
