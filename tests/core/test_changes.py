@@ -77,7 +77,14 @@ def test_encode_then_decode_is_identity(items):
 @given(st.binary(max_size=200))
 def test_any_bytes_never_raise(body):
     changes, errors = decode_changes(body)
-    assert changes or errors
+    if not changes and not errors:
+        # only an empty batch holds nothing to apply and nothing wrong
+        assert json.loads(body) == []
+
+
+def test_an_empty_batch_is_neither_a_change_nor_an_error():
+    assert decode_changes(b"[]") == ([], [])
+    assert decode_changes(b" [ ]\n") == ([], [])
 
 
 @pytest.mark.parametrize("text, why", [
