@@ -41,9 +41,9 @@ RULES: dict[str, set[str]] = {
     # redis/cluster.py, so cluster sits with the features, not the adapters.
     "segments": {"core", "views"},
     "cluster": {"core", "views"},
-    # the transport-free JSON-RPC API; session.authorize hashes the JWT's
-    # contacts with segments.targeting
-    "api": {"core", "views", "segments"},
+    # the transport-free JSON-RPC API: the segments it needs come through
+    # core.interfaces.SegmentLookup, given by app/
+    "api": {"core", "views"},
     # feature packages above the API: they add JSON-RPC methods (api.rpc)
     "bloom": {"core", "api"},
     "admin": {"core", "views", "api"},
