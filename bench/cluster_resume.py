@@ -195,7 +195,7 @@ def hook_cost(rounds: int = 15, polls: int = 50_000) -> tuple[float, float]:
         api.session_subscribe(sid, "PublicLiveStreamView", {}, 5)
         started = time.perf_counter()
         for _ in range(polls):
-            api.session_get_events(sid, 0, None)
+            api.session_get_events(None, sid, 0, None)
         return (time.perf_counter() - started) / polls * 1e6
     plain, clustered = ClockNode(), MemoryCluster(1).nodes[0]
     a, b = [], []
