@@ -28,6 +28,10 @@ from pushengine.core.interfaces import FeedUnavailable
 CONTENT_TYPE = "application/json"
 PERSISTENT = 2
 TIMESTAMP_MS_HEADER = "timestamp_ms"
+# interest mode: a message published under several routing keys (an object
+# that moved from one routing value to another) says how many copies there
+# are; the copies share a message id and a node applies the first it gets
+COPIES_HEADER = "copies"
 
 
 class NotConnected(FeedUnavailable):
@@ -56,6 +60,15 @@ def message_properties(now: float) -> dict[str, Any]:
     }
 
 
+def copy_properties(now: float, message_id: str, copies: int) -> dict[str, Any]:
+    """Properties of one of ``copies`` copies of a message (same body, one
+    routing key each), all with ``message_id``."""
+    properties = message_properties(now)
+    properties["message-id"] = message_id
+    properties["headers"][COPIES_HEADER] = str(copies)
+    return properties
+
+
 class ConfirmPublisher:
     """Publishes to one exchange on a channel in confirm mode."""
 
@@ -78,8 +91,10 @@ class ConfirmPublisher:
     def unconfirmed(self) -> int:
         return len(self._pending)
 
-    def publish(self, body: bytes, properties: dict[str, Any]) -> Deferred:
-        """Publish ``body``; fire with None once the broker confirmed it."""
+    def publish(self, body: bytes, properties: dict[str, Any],
+                routing_key: str = "") -> Deferred:
+        """Publish ``body`` (with ``routing_key``: a topic exchange); fire
+        with None once the broker confirmed it."""
         if self.channel.closed:
             return fail(NotConnected("the publishing channel is closed"))
         tag = self._next_tag
@@ -87,7 +102,7 @@ class ConfirmPublisher:
         confirmed: Deferred = Deferred()
         self._pending[tag] = confirmed
         sent = self.channel.basic_publish(
-            exchange=self.exchange, routing_key="",
+            exchange=self.exchange, routing_key=routing_key,
             content=Content(body, properties=dict(properties)))
         sent.addErrback(self._send_failed, tag)
         return confirmed
