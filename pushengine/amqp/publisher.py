@@ -143,8 +143,11 @@ class OneShotPublisher:
         self.clock = clock
         client.listener = self
 
-    def publish(self, body: bytes) -> Deferred:
-        return self.publisher.publish(body, message_properties(self.clock.seconds()))
+    def publish(self, body: bytes, routing_key: str = "",
+                properties: dict[str, Any] | None = None) -> Deferred:
+        if properties is None:
+            properties = message_properties(self.clock.seconds())
+        return self.publisher.publish(body, properties, routing_key=routing_key)
 
     # FeedClient listener
     def confirmed(self, channel: Channel, delivery_tag: int, multiple: bool,
@@ -165,10 +168,11 @@ class OneShotPublisher:
 
 @inlineCallbacks
 def connect_publisher(reactor: IReactorTime, url: str | AmqpUrl, exchange: str,
-                      timeout: float = 10.0) -> Generator[Deferred, Any, OneShotPublisher]:
-    """Connect to ``url``, declare the fanout ``exchange``, return a
-    ``OneShotPublisher``.  Fails (no retry) when the broker cannot be
-    reached or refuses us."""
+                      timeout: float = 10.0, exchange_type: str = "fanout"
+                      ) -> Generator[Deferred, Any, OneShotPublisher]:
+    """Connect to ``url``, declare ``exchange`` (fanout, or ``topic`` for
+    the interest mode), return a ``OneShotPublisher``.  Fails (no retry)
+    when the broker cannot be reached or refuses us."""
     target = parse_amqp_url(url) if isinstance(url, str) else url
     client = FeedClient(target.vhost, heartbeat=0, clock=reactor,
                         connection_name="pushengine-publish")
@@ -177,7 +181,7 @@ def connect_publisher(reactor: IReactorTime, url: str | AmqpUrl, exchange: str,
     factory.noisy = False
     yield endpoint.connect(factory)
     try:
-        setup = _setup_publisher(client, target, exchange)
+        setup = _setup_publisher(client, target, exchange, exchange_type)
         setup.addTimeout(timeout, reactor)
         publisher = yield setup
     except BaseException:
@@ -187,11 +191,11 @@ def connect_publisher(reactor: IReactorTime, url: str | AmqpUrl, exchange: str,
 
 
 @inlineCallbacks
-def _setup_publisher(client: FeedClient, target: AmqpUrl,
-                     exchange: str) -> Generator[Deferred, Any, ConfirmPublisher]:
+def _setup_publisher(client: FeedClient, target: AmqpUrl, exchange: str,
+                     exchange_type: str) -> Generator[Deferred, Any, ConfirmPublisher]:
     yield client.authenticate(target.username, target.password)
     channel = yield client.open_channel()
-    yield channel.exchange_declare(exchange=exchange, type="fanout", durable=True)
+    yield channel.exchange_declare(exchange=exchange, type=exchange_type, durable=True)
     publisher = yield ConfirmPublisher.open(client, exchange)
     return publisher
 
