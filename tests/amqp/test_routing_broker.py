@@ -264,3 +264,64 @@ async def test_pushengine_publish_sets_the_routing_keys(cluster, amqp, tmp_path)
     assert a.sink.streams() == [1] and b.sink.streams() == [2]
     out, err, code = await run_cli("--amqp", amqp.url, "--routing", "interest", "[]")
     assert code == 2 and b"--routing interest needs --views" in err
+
+
+# -- whole nodes, as the composition root builds them --------------------------------
+
+
+class WholeNode:
+    """A ``Node`` of app/service.py on the real reactor and RabbitMQ, driven
+    through its own HTTP resource (not listening on a port)."""
+
+    def __init__(self, amqp, name: str, views: str) -> None:
+        from pushengine.app.service import Node
+        from tests.http.harness import Http, Rpc, options
+        self.node = Node(options("--amqp", amqp.url, "--amqp-exchange", amqp.exchange,
+                                 "--amqp-routing", "interest", "--views", views,
+                                 "--node-id", amqp.node(name)), reactor)
+        amqp.feeds.append(self.node.feed)         # stopped and deleted at the end
+        self.http = Http(self.node.web.resource())
+        self.rpc = Rpc(self.http)
+
+    async def call(self, method: str, *params):
+        pending = self.rpc.send(method, *params)
+        await eventually(lambda: pending.done, 10, f"the answer to {method}")
+        return self.rpc.unwrap(pending.json())
+
+    async def publish(self, changes: list[Change]) -> None:
+        import json
+        pending = self.http.send("POST", "/api/publish",
+                                 json.dumps([c.to_json() for c in changes]),
+                                 {"content-type": "application/json"})
+        await eventually(lambda: pending.done, 10, "the publish")
+        assert pending.reply().code == 200, pending.reply()
+
+    def applied(self) -> float:
+        return self.node.feed.stats()["changes_applied"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_whole_nodes_route_by_the_views_file(amqp, tmp_path):
+    import yaml
+    amqp.exchange_type = "topic"
+    views = tmp_path / "views.yaml"
+    text = dict(VIEWS)
+    text["views"] = {name: dict(v, method=f"t.{name.lower()}")
+                     for name, v in VIEWS["views"].items()}
+    views.write_text(yaml.safe_dump(text))
+    a, b = WholeNode(amqp, "a", str(views)), WholeNode(amqp, "b", str(views))
+    assert a.node.engine.registry.interest is a.node.feed.bindings
+    for n in (a, b):
+        n.node.feed.start(n.node.sink)
+        await eventually(lambda n=n: n.node.feed.state == "connected", 10, "a connection")
+    sid_a = await a.call("session.create")
+    sid_b = await b.call("session.create")
+    key_a, _ = await a.call("t.userstreams", sid_a, 1, 10)
+    key_b, _ = await b.call("t.userstreams", sid_b, 2, 10)
+    await a.publish([stream(1, 1), stream(2, 2), stream(3, 3)])
+    await b.publish([marker(1)])
+    await eventually(lambda: a.applied() == 2 and b.applied() == 2, 10, "both nodes")
+    events_a = await a.call("session.get_events", sid_a, 0)
+    events_b = await b.call("session.get_events", sid_b, 0)
+    assert [(e["key"], e["action"], e["obj"]["id"]) for e in events_a] == [(key_a, "insert", 1)]
+    assert [(e["key"], e["action"], e["obj"]["id"]) for e in events_b] == [(key_b, "insert", 2)]
