@@ -143,6 +143,11 @@ def run_mode(mode: str, args: argparse.Namespace, views_file: str) -> dict[str, 
         rng = random.Random(7)
         next_id = 1
         pids = [s.proc.pid for s in cluster.servers if s.proc is not None]
+        # what the nodes spend with no change at all (timers, the broker's
+        # heartbeats), to tell it apart from the cost of the changes
+        idle_cpu = [cpu_seconds(p) for p in pids]
+        time.sleep(args.seconds)
+        idle = [100 * (cpu_seconds(p) - c) / args.seconds for p, c in zip(pids, idle_cpu)]
         for rate in args.rates:
             before_cpu = [cpu_seconds(p) for p in pids]
             before = [applied(s) for s in cluster.servers]
@@ -180,6 +185,8 @@ def run_mode(mode: str, args: argparse.Namespace, views_file: str) -> dict[str, 
                 "applied": done, "expected": expected,
                 "cpu_pct": [100 * c / took for c in cpu],
                 "cpu_us_per_published": [1e6 * c / count for c in cpu],
+                "net_cpu_us_per_published": [1e6 * max(0.0, c - i / 100 * took) / count
+                                             for c, i in zip(cpu, idle)],
             })
         conn.close()
         lost = duplicated = extra = 0
@@ -190,20 +197,23 @@ def run_mode(mode: str, args: argparse.Namespace, views_file: str) -> dict[str, 
             lost += len(want - set(seen))
             duplicated += sum(n - 1 for i, n in seen.items() if n > 1)
             extra += sum(n for i, n in seen.items() if i not in want)
-        return {"mode": mode, "steps": steps, "lost": lost, "duplicated": duplicated,
+        return {"mode": mode, "steps": steps, "idle_cpu_pct": idle, "lost": lost, "duplicated": duplicated,
                 "foreign": extra, "events_expected": sum(len(v) for v in published.values())}
     finally:
         cluster.stop()
 
 
 def report(result: dict[str, Any]) -> None:
+    idle = " ".join(f"{c:.1f}" for c in result["idle_cpu_pct"])
     print(f"\n{result['mode']}: lost {result['lost']}, duplicated {result['duplicated']}, "
-          f"foreign {result['foreign']} of {result['events_expected']} events")
+          f"foreign {result['foreign']} of {result['events_expected']} events; "
+          f"idle CPU % per node {idle}")
     print(f"{'rate':>6} {'published/s':>12} {'cluster/s':>10} {'s':>5}  "
-          f"{'CPU % per node':<28} {'CPU us per published change, per node'}")
+          f"{'CPU % per node':<28} {'CPU us per published change, per node (less idle)'}")
     for s in result["steps"]:
         cpu = " ".join(f"{c:5.1f}" for c in s["cpu_pct"])
-        per = " ".join(f"{c:6.0f}" for c in s["cpu_us_per_published"])
+        per = " ".join(f"{c:4.0f} ({n:3.0f})" for c, n in
+                       zip(s["cpu_us_per_published"], s["net_cpu_us_per_published"]))
         print(f"{s['rate']:>6} {s['publish_rate']:>12.0f} {s['cluster_rate']:>10.0f} "
               f"{s['seconds']:>5.1f}  {cpu:<28} {per}")
 
