@@ -5,6 +5,7 @@ only after its bindings are confirmed."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -383,6 +384,42 @@ def test_a_key_is_bound_while_anyone_holds_it(steps):
     clock.advance(5)
     for t, n in held.items():
         assert (binding_key(t) in bindings.bound) == bool(n)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.sampled_from(["open", "close"]),
+                          st.one_of(st.none(), st.integers(0, 4))), max_size=30),
+       st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=1, max_size=5))
+def test_every_change_reaches_exactly_the_nodes_whose_views_could_show_it(steps, users):
+    """Three nodes open and close per-user views (None: the catch-all view)
+    through their bindings; then a change reaches a node (its queue's
+    bindings, as the broker matches them) exactly when one of its open views
+    is of the change's user or sees every user."""
+    c = catalog()
+    clock = Clock()
+    nodes = []
+    for _ in range(3):
+        bindings, _channel = attached(clock, linger=1.0)
+        nodes.append((bindings, Counter()))
+    for n, action, user in steps:
+        bindings, views = nodes[n]
+        bound = (c.views["Live"].bind({}, None, None) if user is None
+                 else c.views["UserStreams"].bind({"user_id": user}, None, None))
+        if action == "open":
+            views[user] += 1
+            for t in bound.topics():
+                fired(bindings.want(t))
+        elif views[user]:
+            views[user] -= 1
+            for t in bound.topics():
+                bindings.release(t)
+    clock.advance(5)
+    for user in users:
+        obj = {"id": 1, "live": True, "created_at": 1, "public": True, "user_id": user}
+        key = change_keys(Change("Stream", "upsert", 1, obj), c.routes)[0]
+        for bindings, views in nodes:
+            reached = any(topic_matches(b, key) for b in bindings.bound)
+            assert reached == bool(views[None] or views[user])
 
 
 # -- the registry: bind, then read -----------------------------------------------------
