@@ -266,6 +266,28 @@ async def test_pushengine_publish_sets_the_routing_keys(cluster, amqp, tmp_path)
     assert code == 2 and b"--routing interest needs --views" in err
 
 
+
+@pytest_twisted.ensureDeferred
+async def test_a_lost_queue_is_bound_again_and_its_views_reset(cluster, amqp):
+    db, (a, b) = cluster
+    view = await b.open("UserStreams", user_id=4)
+    resets = []
+    view.reset = lambda: resets.append(True)       # what a gap's re-read calls
+    publisher = await amqp.publisher()
+    channel = await publisher.client.open_channel()
+    first = b.feed.client
+    # the queue and its bindings are gone; a change is published meanwhile
+    await channel.queue_delete(queue=b.feed.queue)
+    db.write([stream(1, 4)])
+    await eventually(lambda: b.feed.state == "connected" and b.feed.client is not first, 20,
+                     "the reconnection")
+    assert b.feed.gaps == 1 and "Stream.n4" in b.bindings.bound
+    await eventually(lambda: resets, 10, "the view re-read after the gap")
+    assert [o["id"] for o in view.state()] == [1]
+    await publish(db, a, [stream(2, 4), marker(1)])
+    await both_saw_marker((a, b), 1)
+    assert [o["id"] for o in view.state()] == [2, 1]
+
 # -- whole nodes, as the composition root builds them --------------------------------
 
 
