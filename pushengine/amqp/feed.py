@@ -346,13 +346,14 @@ class AmqpFeed:
         channel, existed = yield self._declare_queue(client, channel)
         if not existed and self._consumed_before:
             self._gap_pending = True
+        binding = None
         if self.bindings is None:
             yield channel.queue_bind(queue=self.queue, exchange=self.exchange,
                                      routing_key="")
         else:
-            # every wanted key again (the queue may be new), before consuming
+            # the bindings are made again once connected (_connected): a node
+            # with many keys needs longer than a handshake may take
             binding = yield client.open_channel()
-            yield self.bindings.attach(binding, self.queue, self.exchange)
         yield channel.basic_qos(prefetch_count=self.prefetch)
         publisher = yield ConfirmPublisher.open(client, self.exchange)
         reply = yield channel.basic_consume(queue=self.queue,
@@ -360,6 +361,7 @@ class AmqpFeed:
                                             exclusive=True)
         messages = yield client.queue(reply.consumer_tag)
         session = _Session(self, client, channel, publisher, messages, self._ack_every)
+        session.binding = binding
         client.listener = session
         self._connected(session)
 
@@ -406,19 +408,34 @@ class AmqpFeed:
         session.client.disconnected.wait().addCallback(
             lambda _: self._disconnected(session)).addErrback(
             lambda f: log.failure("AMQP feed: disconnect handling failed", f))
-        if self._gap_pending:
-            self._gap_pending = False
-            self.gaps += 1
-            log.warn("AMQP feed: queue {queue} had disappeared: changes may have "
-                     "been missed, resetting views", queue=self.queue)
-            try:
-                assert self._sink is not None, "start(sink) comes first"
-                self._sink.feed_gap()
-            except Exception:
-                self.sink_errors += 1
-                log.failure("AMQP feed: the sink failed on feed_gap")
+        if self.bindings is None:
+            if self._gap_pending:
+                self._report_gap()
+        else:
+            # every wanted key again (the queue may be new); after a gap the
+            # views are re-read once all of them are confirmed, so that the
+            # re-read misses nothing (a reconnection before that keeps the
+            # gap pending for the next connection)
+            rebound = self.bindings.attach(session.binding, self.queue, self.exchange)
+            if self._gap_pending:
+                rebound.addCallback(
+                    lambda _: self._report_gap() if self._session is session else None)
+            rebound.addErrback(lambda f: log.failure("AMQP feed: binding again failed", f))
         self._consume(session).addErrback(
             lambda f: log.failure("AMQP feed: the consumer stopped on an error", f))
+
+    def _report_gap(self) -> None:
+        """Tell the sink that changes may have been missed (the queue was new)."""
+        self._gap_pending = False
+        self.gaps += 1
+        log.warn("AMQP feed: queue {queue} had disappeared: changes may have "
+                 "been missed, resetting views", queue=self.queue)
+        try:
+            assert self._sink is not None, "start(sink) comes first"
+            self._sink.feed_gap()
+        except Exception:
+            self.sink_errors += 1
+            log.failure("AMQP feed: the sink failed on feed_gap")
 
     def _attempt_failed(self, failure: Failure) -> None:
         """A connection attempt failed: log the first failure (and any change
@@ -576,6 +593,7 @@ class _Session:
         self.publisher = publisher
         self.messages = messages
         self.ack_every = ack_every
+        self.binding: Channel | None = None     # interest mode: the bindings' channel
         self._unacked = 0
         self._last_tag = 0
         self._ack_call: IDelayedCall | None = None

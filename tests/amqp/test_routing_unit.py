@@ -350,13 +350,40 @@ def test_wants_during_a_reconnection_wait_for_its_bindings():
     bindings = Bindings(Clock())
     fired(bindings.attach(FakeChannel(), "q", "x"))
     fired(bindings.want(A))
+    fired(bindings.want(B))
     bindings.detach()
     channel = FakeChannel(auto=False)
     done = bindings.attach(channel, "q", "x")
-    d = bindings.want(A)
-    assert pending(d) and pending(done)
+    d, c = bindings.want(A), Topic("Stream", (pin(3),))
+    e = bindings.want(c)
+    # the keys go together, without waiting for each answer; a new key after them
+    assert channel.calls == [("bind", BROADCAST), ("bind", "Stream.n1"), ("bind", "Stream.n2")]
+    assert pending(d) and pending(done) and pending(e)
     channel.answer(), channel.answer()
-    fired(d), fired(done)
+    fired(d)
+    assert pending(done) and bindings.bound == {BROADCAST, "Stream.n1"}
+    channel.answer()
+    fired(done)
+    assert channel.calls[3:] == [("bind", "Stream.n3")] and pending(e)
+    channel.answer()
+    fired(e)
+
+
+def test_a_reconnection_binds_a_window_of_keys_at_a_time():
+    from pushengine.amqp.interest import WINDOW
+    bindings = Bindings(Clock())
+    topics = [Topic("Stream", (pin(i),)) for i in range(WINDOW + 10)]
+    wants = [bindings.want(t) for t in topics]
+    channel = FakeChannel(auto=False)
+    done = bindings.attach(channel, "q", "x")
+    assert len(channel.calls) == WINDOW
+    for _ in range(11):
+        channel.answer()
+    assert len(channel.calls) == WINDOW + 11 and pending(done)
+    while channel.answers:
+        channel.answer()
+    fired(done)
+    assert all(not pending(w) for w in wants) and len(bindings.bound) == WINDOW + 11
 
 
 @settings(max_examples=200, deadline=None)
