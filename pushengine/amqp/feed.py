@@ -136,7 +136,8 @@ class AmqpFeed:
     published with the routing keys of ``amqp.routing`` (``routes``: the
     routing fields of each type) and the queue is bound by ``bindings``
     (``amqp.interest.Bindings``, the node's ``Interest``), again on every
-    connection before consuming.  A message published under two keys (an
+    connection (while consuming; a gap is reported once they are all
+    confirmed).  A message published under two keys (an
     object that moved) comes as two copies with one message id: the first
     one a node receives is applied, the other dropped.
     """

@@ -12,8 +12,8 @@ their own, done one at a time in the order asked.
 - ``release(topic)``: one holder less; ``linger`` seconds after the last one
   went (and if nobody wanted it again meanwhile) the key is unbound, so that a
   view closed and opened again at once does not churn the broker.
-- ``attach(channel, queue, exchange)`` on every (re)connection, before
-  consuming: binds ``BROADCAST`` and every wanted key again (a binding of a
+- ``attach(channel, queue, exchange)`` on every (re)connection (the feed
+  consumes meanwhile; it reports a gap once this is done): binds ``BROADCAST`` and every wanted key again (a binding of a
   durable queue survives a short disconnection; the queue may also be new)
   and unbinds the keys that were let go while disconnected. ``detach()`` when
   the connection is lost: wants then wait for the next ``attach``.
