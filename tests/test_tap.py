@@ -39,6 +39,7 @@ DEFAULTS = {
     "online-period": 60.0,
     "amqp": None,
     "amqp-exchange": "pushengine.changes",
+    "amqp-routing": "fanout",
     "memcache": None,
     "redis": None,
     "store-url": None,
@@ -146,6 +147,16 @@ def test_command_line_wins_over_the_environment() -> None:
                                                                          "cli")
 
 
+def test_amqp_routing_and_its_exchange() -> None:
+    assert parse("--amqp-routing", "interest")["amqp-exchange"] == "pushengine.routed"
+    assert parse("--amqp-routing", "fanout")["amqp-exchange"] == "pushengine.changes"
+    options = parse("--amqp-routing", "interest", "--amqp-exchange", "x.routed")
+    assert (options["amqp-routing"], options["amqp-exchange"]) == ("interest", "x.routed")
+    assert parse(environ={"PUSHENGINE_AMQP_ROUTING": "interest"})["amqp-routing"] == "interest"
+    with pytest.raises(usage.UsageError, match="--amqp-routing must be fanout or interest"):
+        parse("--amqp-routing", "topic")
+
+
 def test_environment_names() -> None:
     assert env_name("max-timeout") == "PUSHENGINE_MAX_TIMEOUT"
     assert env_name("api-keys") == "PUSHENGINE_API_KEYS"
@@ -156,7 +167,8 @@ def test_environment_names() -> None:
                                   and n not in ("views", "seed", "api-keys", "amqp", "redis",
                                                 "store-url", "memcache", "trusted-proxies",
                                                 "namespace", "http", "webhook-url",
-                                                "webhook-secret", "admin-key")])
+                                                "webhook-secret", "admin-key",
+                                                "amqp-routing")])
 def test_every_string_option_reads_its_variable(name: str) -> None:
     value = "tcp:1234" if name == "port" else "value-1"
     assert parse(environ={env_name(name): value})[name] == value

@@ -1,12 +1,16 @@
-"""``AmqpFeed``: the change feed over a RabbitMQ fanout exchange."""
+"""``AmqpFeed``: the change feed over a RabbitMQ fanout exchange, or a topic
+exchange with bindings by interest (``routing="interest"``)."""
 from __future__ import annotations
 
 import socket
+import uuid
+from collections import OrderedDict
 from typing import Any, Callable, Generator, Mapping, Protocol, Sequence
 
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred, fail, inlineCallbacks, succeed
+from twisted.internet.defer import (
+    Deferred, FirstError, fail, gatherResults, inlineCallbacks, succeed)
 from twisted.internet.endpoints import HostnameEndpoint
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.task import deferLater
@@ -19,8 +23,11 @@ from txamqp.queue import Closed as QueueClosed
 from pushengine.amqp.connection import (
     NOT_FOUND, PRECONDITION_FAILED, Channel, FeedClient, HandshakeEndpoint,
     ReadyClientFactory, describe, reply_code)
+from pushengine.amqp.interest import Bindings
 from pushengine.amqp.publisher import (
-    TIMESTAMP_MS_HEADER, ConfirmPublisher, NotConnected, message_properties)
+    COPIES_HEADER, TIMESTAMP_MS_HEADER, ConfirmPublisher, NotConnected, copy_properties,
+    message_properties)
+from pushengine.amqp.routing import plan
 from pushengine.amqp.url import AmqpUrl, parse_amqp_url
 from pushengine.core.changes import Change, decode_changes, encode_changes
 from pushengine.core.interfaces import ChangeSink
@@ -29,6 +36,14 @@ from pushengine.core.numbers import parse_decimal
 log = Logger()
 
 DEFAULT_EXCHANGE = "pushengine.changes"
+# interest mode: a topic exchange (an exchange's type cannot change, so the
+# two modes never share an exchange name)
+DEFAULT_ROUTED_EXCHANGE = "pushengine.routed"
+FANOUT = "fanout"
+INTEREST = "interest"
+ROUTINGS = (FANOUT, INTEREST)
+# message ids of copies seen (interest mode), kept to drop the later copies
+SEEN_COPIES = 10_000
 QUEUE_PREFIX = "pushengine.node."
 DEFAULT_PREFETCH = 500
 DEFAULT_QUEUE_TTL = 3600.0
@@ -117,6 +132,15 @@ class AmqpFeed:
 
     ``node_id`` must be stable across restarts of a node and unique among
     nodes; it defaults to the host name.  Time comes from ``reactor``.
+
+    ``routing="interest"``: the exchange is a topic exchange; changes are
+    published with the routing keys of ``amqp.routing`` (``routes``: the
+    routing fields of each type) and the queue is bound by ``bindings``
+    (``amqp.interest.Bindings``, the node's ``Interest``), again on every
+    connection (while consuming; a gap is reported once they are all
+    confirmed).  A message published under two keys (an
+    object that moved) comes as two copies with one message id: the first
+    one a node receives is applied, the other dropped.
     """
 
     def __init__(self, reactor: IReactorTime, url: str | AmqpUrl,
@@ -126,7 +150,11 @@ class AmqpFeed:
                  heartbeat: int = 10, prefetch: int = DEFAULT_PREFETCH,
                  queue_ttl: float = DEFAULT_QUEUE_TTL,
                  retry_policy: Callable[[int], float] | None = None,
-                 connect_timeout: float = 10.0, handshake_timeout: float = 30.0) -> None:
+                 connect_timeout: float = 10.0, handshake_timeout: float = 30.0,
+                 routing: str = FANOUT, routes: Mapping[str, Sequence[str]] | None = None,
+                 bindings: Bindings | None = None) -> None:
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing must be {' or '.join(ROUTINGS)}, not {routing!r}")
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
         if queue_ttl <= 0:
@@ -143,6 +171,11 @@ class AmqpFeed:
         self.retry_policy = retry_policy or default_retry_policy()
         self.consumer_tag = f"pushengine.{self.node_id}"
         self._ack_every = max(1, prefetch // 4)
+        self.routing = routing
+        self.routes = {t: list(f) for t, f in (routes or {}).items()}
+        self.bindings = bindings if bindings is not None or routing == FANOUT \
+            else Bindings(reactor)
+        self._copies: OrderedDict[str, None] = OrderedDict()
 
         self._sink: ChangeSink | None = None
         self._state = STOPPED
@@ -163,6 +196,8 @@ class AmqpFeed:
         self.connect_failures = 0
         self.gaps = 0
         self.changes_published = 0
+        self.messages_published = 0
+        self.duplicate_copies = 0
         self.feed_lag: float | None = None
 
         tcp = HostnameEndpoint(reactor, self.url.host, self.url.port,
@@ -221,8 +256,25 @@ class AmqpFeed:
         if session is None:
             return fail(NotConnected(
                 f"the AMQP feed is {self._state}, not connected to {self.url}"))
-        confirmed = session.publisher.publish(
-            encode_changes(changes), message_properties(self.reactor.seconds()))
+        now = self.reactor.seconds()
+        if self.routing == FANOUT:
+            self.messages_published += 1
+            confirmed = session.publisher.publish(encode_changes(changes),
+                                                  message_properties(now))
+        else:
+            sent = []
+            for batch, keys in plan(changes, self.routes):
+                body = encode_changes(batch)
+                if len(keys) == 1:
+                    sent.append(session.publisher.publish(
+                        body, message_properties(now), routing_key=keys[0]))
+                    continue
+                properties = copy_properties(now, uuid.uuid4().hex, len(keys))
+                sent += [session.publisher.publish(body, properties, routing_key=key)
+                         for key in keys]
+            self.messages_published += len(sent)
+            confirmed = gatherResults(sent, consumeErrors=True)
+            confirmed.addErrback(_first_failure)
 
         def done(_: object) -> int:
             self.changes_published += len(changes)
@@ -239,6 +291,7 @@ class AmqpFeed:
             "exchange": self.exchange,
             "node_id": self.node_id,
             "queue": self.queue,
+            "routing": self.routing,
         }
 
     def stats(self) -> dict[str, float]:
@@ -254,8 +307,12 @@ class AmqpFeed:
             "connect_failures": self.connect_failures,
             "gaps": self.gaps,
             "changes_published": self.changes_published,
+            "messages_published": self.messages_published,
             "connected": 1 if self._state == CONNECTED else 0,
         }
+        if self.bindings is not None:
+            stats["duplicate_copies"] = self.duplicate_copies
+            stats.update(self.bindings.stats())
         if self.feed_lag is not None:
             stats["feed_lag_seconds"] = self.feed_lag
         return stats
@@ -287,13 +344,20 @@ class AmqpFeed:
         """Log in, declare the exchange and our queue, start consuming."""
         yield client.authenticate(self.url.username, self.url.password)
         channel = yield client.open_channel()
-        yield channel.exchange_declare(exchange=self.exchange, type="fanout",
-                                       durable=True)
+        yield channel.exchange_declare(
+            exchange=self.exchange, type="topic" if self.routing == INTEREST else "fanout",
+            durable=True)
         channel, existed = yield self._declare_queue(client, channel)
         if not existed and self._consumed_before:
             self._gap_pending = True
-        yield channel.queue_bind(queue=self.queue, exchange=self.exchange,
-                                 routing_key="")
+        binding = None
+        if self.bindings is None:
+            yield channel.queue_bind(queue=self.queue, exchange=self.exchange,
+                                     routing_key="")
+        else:
+            # the bindings are made again once connected (_connected): a node
+            # with many keys needs longer than a handshake may take
+            binding = yield client.open_channel()
         yield channel.basic_qos(prefetch_count=self.prefetch)
         publisher = yield ConfirmPublisher.open(client, self.exchange)
         reply = yield channel.basic_consume(queue=self.queue,
@@ -301,6 +365,7 @@ class AmqpFeed:
                                             exclusive=True)
         messages = yield client.queue(reply.consumer_tag)
         session = _Session(self, client, channel, publisher, messages, self._ack_every)
+        session.binding = binding
         client.listener = session
         self._connected(session)
 
@@ -347,23 +412,40 @@ class AmqpFeed:
         session.client.disconnected.wait().addCallback(
             lambda _: self._disconnected(session)).addErrback(
             lambda f: log.failure("AMQP feed: disconnect handling failed", f))
-        if self._gap_pending:
-            self._gap_pending = False
-            self.gaps += 1
-            log.warn("AMQP feed: queue {queue} had disappeared: changes may have "
-                     "been missed, resetting views", queue=self.queue)
-            try:
-                assert self._sink is not None, "start(sink) comes first"
-                self._sink.feed_gap()
-            except Exception:
-                self.sink_errors += 1
-                log.failure("AMQP feed: the sink failed on feed_gap")
+        if self.bindings is None:
+            if self._gap_pending:
+                self._report_gap()
+        else:
+            # every wanted key again (the queue may be new); after a gap the
+            # views are re-read once all of them are confirmed, so that the
+            # re-read misses nothing (a reconnection before that keeps the
+            # gap pending for the next connection)
+            rebound = self.bindings.attach(session.binding, self.queue, self.exchange)
+            if self._gap_pending:
+                rebound.addCallback(
+                    lambda _: self._report_gap() if self._session is session else None)
+            rebound.addErrback(lambda f: log.failure("AMQP feed: binding again failed", f))
         self._consume(session).addErrback(
             lambda f: log.failure("AMQP feed: the consumer stopped on an error", f))
+
+    def _report_gap(self) -> None:
+        """Tell the sink that changes may have been missed (the queue was new)."""
+        self._gap_pending = False
+        self.gaps += 1
+        log.warn("AMQP feed: queue {queue} had disappeared: changes may have "
+                 "been missed, resetting views", queue=self.queue)
+        try:
+            assert self._sink is not None, "start(sink) comes first"
+            self._sink.feed_gap()
+        except Exception:
+            self.sink_errors += 1
+            log.failure("AMQP feed: the sink failed on feed_gap")
 
     def _attempt_failed(self, failure: Failure) -> None:
         """A connection attempt failed: log the first failure (and any change
         of reason), not every retry."""
+        if self.bindings is not None:
+            self.bindings.detach()
         self._failed_attempts += 1
         self.connect_failures += 1
         if self._stopping:
@@ -377,6 +459,8 @@ class AmqpFeed:
     def _disconnected(self, session: _Session) -> None:
         if self._session is session:
             self._session = None
+            if self.bindings is not None:
+                self.bindings.detach()
         session.publisher.fail_all("the connection was lost before the broker confirmed")
         if self._stopping:
             return
@@ -395,6 +479,18 @@ class AmqpFeed:
             lambda f: log.failure("AMQP feed: error while closing", f))
 
     # Consuming
+
+    def _repeated_copy(self, properties: Mapping[str, Any]) -> bool:
+        """A copy of a message whose other copy this node applied already."""
+        message_id = _copy_id(properties)
+        if message_id is None:
+            return False
+        if message_id in self._copies:
+            return True
+        self._copies[message_id] = None
+        if len(self._copies) > SEEN_COPIES:
+            self._copies.popitem(last=False)
+        return False
 
     @inlineCallbacks
     def _consume(self, session: _Session) -> Generator[Deferred, Any, None]:
@@ -432,6 +528,9 @@ class AmqpFeed:
         """
         self.messages_received += 1
         content = message.content
+        if self.bindings is not None and self._repeated_copy(content.properties):
+            self.duplicate_copies += 1
+            return
         changes, errors = decode_changes(content.body, self.id_fields)
         if errors:
             self.malformed_messages += 1
@@ -456,6 +555,21 @@ class AmqpFeed:
         sent_at = message_time(content.properties)
         if sent_at is not None:
             self.feed_lag = max(0.0, self.reactor.seconds() - sent_at)
+
+
+def _first_failure(f: Failure) -> Failure:
+    """The failure inside gatherResults' FirstError."""
+    error = f.value
+    return error.subFailure if isinstance(error, FirstError) else f
+
+
+def _copy_id(properties: Mapping[str, Any]) -> str | None:
+    """The message id of one of several copies (interest mode), else None."""
+    headers = properties.get("headers")
+    if not isinstance(headers, dict) or headers.get(COPIES_HEADER) in (None, "1"):
+        return None
+    message_id = properties.get("message-id")
+    return message_id if isinstance(message_id, str) and message_id else None
 
 
 TIMESTAMP_MS_DIGITS = 15      # milliseconds until the year 33658
@@ -499,6 +613,7 @@ class _Session:
         self.publisher = publisher
         self.messages = messages
         self.ack_every = ack_every
+        self.binding: Channel | None = None     # interest mode: the bindings' channel
         self._unacked = 0
         self._last_tag = 0
         self._ack_call: IDelayedCall | None = None

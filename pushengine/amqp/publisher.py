@@ -28,6 +28,10 @@ from pushengine.core.interfaces import FeedUnavailable
 CONTENT_TYPE = "application/json"
 PERSISTENT = 2
 TIMESTAMP_MS_HEADER = "timestamp_ms"
+# interest mode: a message published under several routing keys (an object
+# that moved from one routing value to another) says how many copies there
+# are; the copies share a message id and a node applies the first it gets
+COPIES_HEADER = "copies"
 
 
 class NotConnected(FeedUnavailable):
@@ -56,6 +60,15 @@ def message_properties(now: float) -> dict[str, Any]:
     }
 
 
+def copy_properties(now: float, message_id: str, copies: int) -> dict[str, Any]:
+    """Properties of one of ``copies`` copies of a message (same body, one
+    routing key each), all with ``message_id``."""
+    properties = message_properties(now)
+    properties["message-id"] = message_id
+    properties["headers"][COPIES_HEADER] = str(copies)
+    return properties
+
+
 class ConfirmPublisher:
     """Publishes to one exchange on a channel in confirm mode."""
 
@@ -78,8 +91,10 @@ class ConfirmPublisher:
     def unconfirmed(self) -> int:
         return len(self._pending)
 
-    def publish(self, body: bytes, properties: dict[str, Any]) -> Deferred:
-        """Publish ``body``; fire with None once the broker confirmed it."""
+    def publish(self, body: bytes, properties: dict[str, Any],
+                routing_key: str = "") -> Deferred:
+        """Publish ``body`` (with ``routing_key``: a topic exchange); fire
+        with None once the broker confirmed it."""
         if self.channel.closed:
             return fail(NotConnected("the publishing channel is closed"))
         tag = self._next_tag
@@ -87,7 +102,7 @@ class ConfirmPublisher:
         confirmed: Deferred = Deferred()
         self._pending[tag] = confirmed
         sent = self.channel.basic_publish(
-            exchange=self.exchange, routing_key="",
+            exchange=self.exchange, routing_key=routing_key,
             content=Content(body, properties=dict(properties)))
         sent.addErrback(self._send_failed, tag)
         return confirmed
@@ -128,8 +143,11 @@ class OneShotPublisher:
         self.clock = clock
         client.listener = self
 
-    def publish(self, body: bytes) -> Deferred:
-        return self.publisher.publish(body, message_properties(self.clock.seconds()))
+    def publish(self, body: bytes, routing_key: str = "",
+                properties: dict[str, Any] | None = None) -> Deferred:
+        if properties is None:
+            properties = message_properties(self.clock.seconds())
+        return self.publisher.publish(body, properties, routing_key=routing_key)
 
     # FeedClient listener
     def confirmed(self, channel: Channel, delivery_tag: int, multiple: bool,
@@ -150,10 +168,11 @@ class OneShotPublisher:
 
 @inlineCallbacks
 def connect_publisher(reactor: IReactorTime, url: str | AmqpUrl, exchange: str,
-                      timeout: float = 10.0) -> Generator[Deferred, Any, OneShotPublisher]:
-    """Connect to ``url``, declare the fanout ``exchange``, return a
-    ``OneShotPublisher``.  Fails (no retry) when the broker cannot be
-    reached or refuses us."""
+                      timeout: float = 10.0, exchange_type: str = "fanout"
+                      ) -> Generator[Deferred, Any, OneShotPublisher]:
+    """Connect to ``url``, declare ``exchange`` (fanout, or ``topic`` for
+    the interest mode), return a ``OneShotPublisher``.  Fails (no retry)
+    when the broker cannot be reached or refuses us."""
     target = parse_amqp_url(url) if isinstance(url, str) else url
     client = FeedClient(target.vhost, heartbeat=0, clock=reactor,
                         connection_name="pushengine-publish")
@@ -162,7 +181,7 @@ def connect_publisher(reactor: IReactorTime, url: str | AmqpUrl, exchange: str,
     factory.noisy = False
     yield endpoint.connect(factory)
     try:
-        setup = _setup_publisher(client, target, exchange)
+        setup = _setup_publisher(client, target, exchange, exchange_type)
         setup.addTimeout(timeout, reactor)
         publisher = yield setup
     except BaseException:
@@ -172,11 +191,11 @@ def connect_publisher(reactor: IReactorTime, url: str | AmqpUrl, exchange: str,
 
 
 @inlineCallbacks
-def _setup_publisher(client: FeedClient, target: AmqpUrl,
-                     exchange: str) -> Generator[Deferred, Any, ConfirmPublisher]:
+def _setup_publisher(client: FeedClient, target: AmqpUrl, exchange: str,
+                     exchange_type: str) -> Generator[Deferred, Any, ConfirmPublisher]:
     yield client.authenticate(target.username, target.password)
     channel = yield client.open_channel()
-    yield channel.exchange_declare(exchange=exchange, type="fanout", durable=True)
+    yield channel.exchange_declare(exchange=exchange, type=exchange_type, durable=True)
     publisher = yield ConfirmPublisher.open(client, exchange)
     return publisher
 

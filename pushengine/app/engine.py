@@ -7,6 +7,7 @@ from twisted.internet.interfaces import IReactorTime
 
 from pushengine.core.engine import Engine
 from pushengine.core.hooks import Hooks
+from pushengine.core.interfaces import Interest
 from pushengine.core.sessions import SessionSettings
 from pushengine.views.once import SeenFilter
 from pushengine.views.registry import ViewRegistry
@@ -15,10 +16,11 @@ from pushengine.views.spec import Catalog
 
 def build_engine(clock: IReactorTime, catalog: Catalog, store: Any,
                  settings: SessionSettings | None = None, seen: SeenFilter | None = None,
-                 hooks: Hooks | None = None) -> Engine:
+                 hooks: Hooks | None = None, interest: Interest | None = None) -> Engine:
     """An engine over ``store`` with the live views of ``catalog``;
     ``seen``: the seen filters of once-per-user views (``views.once.SeenFilter``);
-    ``hooks``: the node's session hooks (the Api is given the same)."""
+    ``hooks``: the node's session hooks (the Api is given the same);
+    ``interest``: the feed's bindings when it routes by interest (else none)."""
     engine: Engine | None = None
 
     def reset() -> None:
@@ -26,6 +28,6 @@ def build_engine(clock: IReactorTime, catalog: Catalog, store: Any,
         if engine is not None:
             engine.sessions.flush()
     registry = ViewRegistry(catalog, store, schedule=lambda f: clock.callLater(0, f), seen=seen,
-                            on_reset=reset)
+                            on_reset=reset, interest=interest)
     engine = Engine(clock, catalog, store, registry, settings, hooks)
     return engine

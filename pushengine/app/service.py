@@ -23,7 +23,8 @@ from pushengine.api.auth import ApiKeys, TokenVerifier
 from pushengine.app.engine import build_engine
 from pushengine.feeds.memory import MemoryFeed
 from pushengine.core.hooks import Hooks
-from pushengine.core.interfaces import ChangeFeed, ChangeSink
+from pushengine.core.interfaces import ChangeFeed, ChangeSink, Interest
+from pushengine.core.topics import NO_INTEREST
 from pushengine.core.limits import CallRate
 from pushengine.memcache import MemcacheClient, build_cache
 from pushengine.memcache.online import OnlineCounter
@@ -111,6 +112,7 @@ class Node:
         self.cache = build_cache(reactor, options["memcache"])
         self.sources["memcache"] = self.cache
         self.store = self._store()
+        self.interest: Interest = NO_INTEREST
         self.feed = self._feed()
         # every part that hears of sessions is added here once; the Api and
         # the session manager both tell this one list
@@ -120,7 +122,8 @@ class Node:
             session_timeout=options["session-timeout"], max_timeout=options["max-timeout"],
             max_sessions=options["max-sessions"], max_subscriptions=options["max-subscriptions"],
             max_queue=options["max-queue"],
-            max_client_sessions=options["max-client-sessions"]), seen=self.seen, hooks=self.hooks)
+            max_client_sessions=options["max-client-sessions"]), seen=self.seen, hooks=self.hooks,
+            interest=self.interest)
         self.online = self._online()
         self.cluster = self._cluster()
         self.poller = LongPolling(self.engine.sessions, reactor)
@@ -331,9 +334,22 @@ class Node:
         options = self.options
         if options["amqp"]:
             from pushengine.amqp import AmqpFeed
+            bindings = None
+            if options["amqp-routing"] == "interest":
+                # the queue's bindings: the views' interest (SPEC 19)
+                from pushengine.amqp.interest import Bindings
+                bindings = Bindings(self.reactor)
+                self.interest = bindings
+                if not options["store-url"]:
+                    log.warn("--amqp-routing interest with the in-process store: a node "
+                             "keeps only the changes its views bound, so a new view's "
+                             "initial state holds only what this node received; give "
+                             "--store-url in production (docs/deploy.md)")
             try:
                 return AmqpFeed(self.reactor, options["amqp"], exchange=options["amqp-exchange"],
-                                node_id=options["node-id"], id_fields=self.catalog.id_fields)
+                                node_id=options["node-id"], id_fields=self.catalog.id_fields,
+                                routing=options["amqp-routing"], routes=self.catalog.routes,
+                                bindings=bindings)
             except ValueError as e:
                 raise usage.UsageError(f"--amqp: {e}") from None
         return MemoryFeed()

@@ -54,7 +54,10 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("ping-interval", 30.0, "Seconds between pings of a quiet view.", float),
     ("online-period", 60.0, "Seconds a polling session counts as online.", float),
     ("amqp", None, "RabbitMQ URL, amqp://user:pass@host:5672/vhost.", None),
-    ("amqp-exchange", "pushengine.changes", "The fanout exchange of changes.", None),
+    ("amqp-exchange", None, "The exchange of changes (default pushengine.changes, a fanout "
+     "exchange; with --amqp-routing interest pushengine.routed, a topic exchange).", None),
+    ("amqp-routing", "fanout", "fanout: every node receives every change; interest: a node "
+     "receives the changes its views can show (routing fields, docs/amqp.md).", None),
     ("node-id", None, "This node's name (queue name, metrics); default host-port.", None),
     ("memcache", None, "memcached servers host:port[,host:port...].", None),
     ("redis", None, "Redis URL of the session registry, redis://host:6379/0.", None),
@@ -136,6 +139,11 @@ class Options(usage.Options):
             raise usage.UsageError(f"--trusted-proxies: {e}") from None
         if self["amqp"] and not re.match(r"^amqps?://", self["amqp"]):
             raise usage.UsageError("--amqp must be an amqp:// URL")
+        if self["amqp-routing"] not in ("fanout", "interest"):
+            raise usage.UsageError("--amqp-routing must be fanout or interest")
+        if self["amqp-exchange"] is None:
+            self["amqp-exchange"] = ("pushengine.routed" if self["amqp-routing"] == "interest"
+                                     else "pushengine.changes")
         if self["redis"] and not re.match(r"^rediss?://", self["redis"]):
             raise usage.UsageError("--redis must be a redis:// URL")
         if self["store-url"] and not re.match(r"^https?://", self["store-url"]):

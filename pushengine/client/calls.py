@@ -109,15 +109,23 @@ class Call(Generic[T]):
 
 # -- changes ---------------------------------------------------------------------
 
-def upsert_change(type_: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The change "this is the object's whole new state"."""
-    return {"type": type_, "action": "upsert", "obj": dict(obj)}
+def upsert_change(type_: str, obj: Mapping[str, Any],
+                  was: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The change "this is the object's whole new state"; ``was``: the old
+    values of routing fields the change alters (a cluster that routes by
+    interest then also tells the nodes of the old values, docs/amqp.md)."""
+    change = {"type": type_, "action": "upsert", "obj": dict(obj)}
+    if was is not None:
+        change["was"] = dict(was)
+    return change
 
 
-def delete_change(type_: str, id_: Item, id_field: str = "id") -> dict[str, Any]:
+def delete_change(type_: str, id_: Item, id_field: str = "id",
+                  route: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The change "this object is gone" (``id_field``: the type's id field
-    in the views file)."""
-    return {"type": type_, "action": "delete", "obj": {id_field: id_}}
+    in the views file; ``route``: the object's routing fields, so that a
+    cluster that routes by interest tells only their nodes)."""
+    return {"type": type_, "action": "delete", "obj": {**(route or {}), id_field: id_}}
 
 
 def _batch(changes: object) -> list[object]:
@@ -372,17 +380,20 @@ class Calls:
         return self._rest("POST", "/api/publish", rest_reader(_accepted),
                           encode(_batch(changes)))
 
-    def upsert(self, type_: str, obj: Mapping[str, Any]) -> Call[int]:
-        """Publish an object's whole new state."""
-        return self.publish([upsert_change(type_, obj)])
+    def upsert(self, type_: str, obj: Mapping[str, Any], *,
+               was: Mapping[str, Any] | None = None) -> Call[int]:
+        """Publish an object's whole new state (``was``: the old values of
+        routing fields it changes)."""
+        return self.publish([upsert_change(type_, obj, was)])
 
     def upsert_many(self, type_: str, objs: Iterable[Mapping[str, Any]]) -> Call[int]:
         """Publish the new state of many objects of one type, in one batch."""
         return self.publish([upsert_change(type_, obj) for obj in objs])
 
-    def delete(self, type_: str, id_: Item, *, id_field: str = "id") -> Call[int]:
-        """Publish that an object is gone."""
-        return self.publish([delete_change(type_, id_, id_field)])
+    def delete(self, type_: str, id_: Item, *, id_field: str = "id",
+               route: Mapping[str, Any] | None = None) -> Call[int]:
+        """Publish that an object is gone (``route``: its routing fields)."""
+        return self.publish([delete_change(type_, id_, id_field, route)])
 
     def delete_many(self, type_: str, ids: Iterable[Item], *, id_field: str = "id") -> Call[int]:
         """Publish that many objects of one type are gone, in one batch."""

@@ -31,14 +31,21 @@ class MalformedChange(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One object change: ``action`` is ``upsert`` (whole new state) or ``delete``."""
+    """One object change: ``action`` is ``upsert`` (whole new state) or ``delete``.
+    ``was``: the previous values of fields that changed, when the publisher
+    says them (a feed that routes by interest sends the change to the nodes
+    of the old routing values too, docs/amqp.md)."""
 
     type: str
     action: str
     id: ObjectId
     obj: JsonObject
+    was: JsonObject | None = None
 
     def to_json(self) -> JsonObject:
+        if self.was is not None:
+            return {"type": self.type, "action": self.action, "obj": self.obj,
+                    "was": self.was}
         return {"type": self.type, "action": self.action, "obj": self.obj}
 
 
@@ -76,7 +83,10 @@ def parse_change(item: object, id_fields: Mapping[str, str] | None = None,
     if not valid_id(id_):
         raise MalformedChange(
             f"'obj.{id_field}' must be a non-empty string or an integer within ±2**53")
-    return Change(type_, action, id_, obj)
+    was = item.get("was")
+    if was is not None and not isinstance(was, dict):
+        raise MalformedChange("'was' must be a JSON object (the old values of changed fields)")
+    return Change(type_, action, id_, obj, was)
 
 
 def decode_json(body: bytes | str) -> tuple[object, bool]:

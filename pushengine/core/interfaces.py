@@ -12,9 +12,7 @@ from twisted.internet.defer import Deferred
 
 from pushengine.core.changes import Change
 from pushengine.core.events import Fragment, RawUTF8
-
-if TYPE_CHECKING:
-    from pushengine.core.sessions import Session
+from pushengine.core.topics import Topic
 
 if TYPE_CHECKING:
     from pushengine.core.sessions import Session
@@ -124,6 +122,22 @@ class ViewSource(Protocol):
 
     def windows(self) -> Iterable[Any]:
         """Every open window."""
+
+
+class Interest(Protocol):
+    """What this node wants of the change feed (``core.topics``): the view
+    registry wants the topics of a query before it reads the query's initial
+    state, and releases them when the query goes. A feed that routes by
+    interest binds them (``amqp.interest.Bindings``); the others deliver
+    everything and answer ``core.topics.NO_INTEREST``."""
+
+    def want(self, topic: Topic) -> Deferred[None]:
+        """Fire once every change of ``topic`` published from now on reaches
+        this node (for AMQP: once the broker confirmed the binding)."""
+
+    def release(self, topic: Topic) -> None:
+        """One holder of ``topic`` no longer needs it (as many releases as
+        wants; the last may drop the binding)."""
 
 
 class TypeCatalog(Protocol):

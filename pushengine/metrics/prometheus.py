@@ -48,6 +48,18 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
                        "been missed"),
     ("feed", "changes_published"): (COUNTER, None, "Changes this node published to the "
                                                    "exchange (POST /api/publish)"),
+    ("feed", "messages_published"): (COUNTER, None, "AMQP messages this node published "
+                                                    "(interest mode: one per routing key)"),
+    ("feed", "duplicate_copies"): (COUNTER, None, "Second copies of a message published under "
+                                                  "two routing keys, dropped (interest mode)"),
+    ("feed", "bindings"): (GAUGE, "pushengine_feed_bindings",
+                           "Routing keys the node's queue is bound to (interest mode)"),
+    ("feed", "binding_keys_wanted"): (GAUGE, "pushengine_feed_binding_keys_wanted",
+                                      "Routing keys the node's views need (interest mode)"),
+    ("feed", "binds"): (COUNTER, None, "Queue bindings the broker confirmed (interest mode)"),
+    ("feed", "unbinds"): (COUNTER, None, "Queue bindings removed (interest mode)"),
+    ("feed", "binding_failures"): (COUNTER, None, "Bindings or unbindings that failed "
+                                                  "(interest mode)"),
     ("feed", "feed_lag_seconds"): (GAUGE, "pushengine_feed_lag_seconds",
                                    "Seconds between the publishing and the receipt of the last "
                                    "AMQP message"),

@@ -3,11 +3,15 @@
     pushengine-publish --amqp amqp://guest:guest@localhost:5672/ \\
         '{"type": "Stream", "action": "upsert", "obj": {"id": 1, "title": "cat"}}'
     some-producer | pushengine-publish --amqp amqp://...   # JSON lines on stdin
+    pushengine-publish --amqp amqp://... --routing interest --views views.yaml ...
 
 Each argument, or each non-blank line of standard input, is one message: a
 change or a JSON array of changes.  Everything is checked before anything
 is sent; each message is published with publisher confirms and the command
-prints how many changes the broker confirmed.  Exit status: 0 when all were
+prints how many changes the broker confirmed.  With ``--routing interest``
+the changes go to the topic exchange with the routing keys of the routing
+fields the views file declares (docs/amqp.md); a message then becomes one
+per group of consecutive changes with the same keys.  Exit status: 0 when all were
 confirmed, 1 when the broker could not be reached or refused some, 2 on bad
 input.
 """
@@ -16,14 +20,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import uuid
 from typing import Sequence, TextIO
 
-from twisted.internet.defer import inlineCallbacks
+import yaml
+from twisted.internet.defer import DeferredList, gatherResults, inlineCallbacks
 from twisted.internet.task import react
 
 from pushengine.amqp.connection import describe
-from pushengine.amqp.feed import DEFAULT_EXCHANGE
-from pushengine.amqp.publisher import connect_publisher, publish_all
+from pushengine.amqp.feed import DEFAULT_EXCHANGE, DEFAULT_ROUTED_EXCHANGE
+from pushengine.amqp.publisher import connect_publisher, copy_properties, publish_all
+from pushengine.amqp.routing import plan, routes_of
 from pushengine.amqp.url import parse_amqp_url
 from pushengine.core.changes import decode_changes, encode_changes
 
@@ -47,8 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="broker URL, amqp://user:pass@host:5672/vhost "
              "(default: $PUSHENGINE_AMQP)")
     parser.add_argument(
-        "--exchange", default=os.environ.get("PUSHENGINE_AMQP_EXCHANGE", DEFAULT_EXCHANGE),
-        help=f"fanout exchange (default: $PUSHENGINE_AMQP_EXCHANGE or {DEFAULT_EXCHANGE})")
+        "--exchange", default=os.environ.get("PUSHENGINE_AMQP_EXCHANGE"),
+        help=f"exchange (default: $PUSHENGINE_AMQP_EXCHANGE, else {DEFAULT_EXCHANGE}, "
+             f"or {DEFAULT_ROUTED_EXCHANGE} with --routing interest)")
+    parser.add_argument(
+        "--routing", choices=("fanout", "interest"),
+        default=os.environ.get("PUSHENGINE_AMQP_ROUTING", "fanout"),
+        help="fanout (default), or interest: a topic exchange and routing keys from the "
+             "routing fields of --views (default: $PUSHENGINE_AMQP_ROUTING)")
+    parser.add_argument(
+        "--views", default=os.environ.get("PUSHENGINE_VIEWS"),
+        help="the nodes' views file, whose types declare the routing fields "
+             "(needed with --routing interest; default: $PUSHENGINE_VIEWS)")
     parser.add_argument(
         "--timeout", type=float, default=10.0,
         help="seconds to wait for the connection and for the confirms (default 10)")
@@ -83,16 +100,51 @@ def collect(args: argparse.Namespace, stdin: TextIO) -> list[tuple[bytes, int]]:
     return read_messages(lines, "line")
 
 
-@inlineCallbacks
-def run(reactor, url, exchange: str, messages, timeout: float, out: TextIO, err: TextIO):
-    """Connect, publish, report; fire with the exit status."""
+def read_routes(path: str) -> dict[str, list[str]]:
+    """The routing fields the views file at ``path`` declares."""
     try:
-        publisher = yield connect_publisher(reactor, url, exchange, timeout=timeout)
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise BadInput(f"--views {path}: cannot be read ({e})") from None
+    try:
+        return routes_of(data.get("types") if isinstance(data, dict) else None)
+    except ValueError as e:
+        raise BadInput(f"--views {path}: {e}") from None
+
+
+def routed(publisher, messages, routes: dict[str, list[str]]):
+    """Publish every message with its routing keys (``amqp.routing.plan``);
+    fire with one DeferredList outcome per message."""
+    sent = []
+    for body, _ in messages:
+        parts = []
+        for batch, keys in plan(decode_changes(body)[0], routes):
+            part = encode_changes(batch)
+            properties = None if len(keys) == 1 else copy_properties(
+                publisher.clock.seconds(), uuid.uuid4().hex, len(keys))
+            parts += [publisher.publish(part, key, properties) for key in keys]
+        sent.append(gatherResults(parts, consumeErrors=True))
+    return DeferredList(sent, consumeErrors=True)
+
+
+@inlineCallbacks
+def run(reactor, url, exchange: str, messages, timeout: float, out: TextIO, err: TextIO,
+        routes: dict[str, list[str]] | None = None):
+    """Connect, publish, report; fire with the exit status. ``routes``: the
+    routing fields of each type, for the interest mode (a topic exchange)."""
+    try:
+        publisher = yield connect_publisher(reactor, url, exchange, timeout=timeout,
+                                            exchange_type="fanout" if routes is None
+                                            else "topic")
     except Exception as e:
         err.write(f"pushengine-publish: cannot publish to {url}: {describe(e)}\n")
         return EXIT_FAILED
     try:
-        outcomes = publish_all(publisher, [body for body, _ in messages])
+        if routes is None:
+            outcomes = publish_all(publisher, [body for body, _ in messages])
+        else:
+            outcomes = routed(publisher, messages, routes)
         outcomes.addTimeout(timeout, reactor)
         results = yield outcomes
     except Exception as e:
@@ -123,7 +175,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         url = parse_amqp_url(args.amqp)
     except ValueError as e:
         parser.error(str(e))
+    routes = None
+    if args.routing == "interest" and not args.views:
+        parser.error("--routing interest needs --views FILE (or set PUSHENGINE_VIEWS)")
+    exchange = args.exchange or (DEFAULT_ROUTED_EXCHANGE if args.routing == "interest"
+                                 else DEFAULT_EXCHANGE)
     try:
+        if args.routing == "interest":
+            routes = read_routes(args.views)
         messages = collect(args, sys.stdin)
     except BadInput as e:
         sys.stderr.write(f"pushengine-publish: {e}\n")
@@ -133,8 +192,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(EXIT_BAD_INPUT)
 
     def start(reactor):
-        d = run(reactor, url, args.exchange, messages, args.timeout,
-                sys.stdout, sys.stderr)
+        d = run(reactor, url, exchange, messages, args.timeout,
+                sys.stdout, sys.stderr, routes)
         d.addCallback(_exit_with)
         return d
 

@@ -10,18 +10,26 @@ from __future__ import annotations
 
 from typing import Callable, Hashable, Iterable
 
-from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succeed
+from twisted.internet.defer import (
+    Deferred, FirstError, gatherResults, maybeDeferred, succeed)
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine.core.changes import UPSERT, Change
-from pushengine.core.interfaces import ObjectStore
+from pushengine.core.interfaces import Interest, ObjectStore
+from pushengine.core.topics import NO_INTEREST, Topic
 from pushengine.views.once import Gate, MemorySeen, SeenFilter
 from pushengine.views.query import Query, make_query
 from pushengine.views.spec import ALL, BoundView, Catalog, IndexRule
 from pushengine.views.window import Window
 
 log = Logger()
+
+
+def _first_failure(f: Failure) -> Failure:
+    """The failure inside gatherResults' FirstError."""
+    error = f.value
+    return error.subFailure if isinstance(error, FirstError) else f
 
 
 class SpecIndex:
@@ -64,13 +72,20 @@ class ViewRegistry:
     def __init__(self, catalog: Catalog, store: ObjectStore,
                  schedule: Callable[[Callable[[], None]], object] | None = None,
                  seen: SeenFilter | None = None,
-                 on_reset: Callable[[], None] | None = None) -> None:
+                 on_reset: Callable[[], None] | None = None,
+                 interest: Interest | None = None) -> None:
         """``schedule(f)`` runs ``f`` soon, outside the change being applied
         (the engine passes ``clock.callLater(0, f)``); it re-reads queries that
         ran short of a partial answer. ``on_reset`` is called after windows
-        were reset outside a change (the engine answers the woken polls)."""
+        were reset outside a change (the engine answers the woken polls).
+        ``interest``: what the node asks of a feed that routes changes by
+        interest (``core.topics``); a new query's topics are wanted, and
+        confirmed, before its initial state is read, so that no change
+        falls between the store's answer and the first change delivered."""
         self.catalog = catalog
         self.store = store
+        self.interest: Interest = interest if interest is not None else NO_INTEREST
+        self.wanted: dict[Query, set[Topic]] = {}
         self.schedule = schedule
         self.on_reset: Callable[[], None] = on_reset or (lambda: None)
         self._refilling: set[str] = set()
@@ -156,7 +171,15 @@ class ViewRegistry:
             log.failure("initial state of {key} failed", f, key=query.key)
             chain.errback(f)
 
-        d = self._read(query, bound.limit)
+        topics = bound.topics()
+        if not topics:
+            d = self._read(query, bound.limit)
+        else:
+            self.wanted[query] = topics
+            wanted = gatherResults([maybeDeferred(self.interest.want, t) for t in topics],
+                                   consumeErrors=True)
+            wanted.addErrback(_first_failure)
+            d = wanted.addCallback(lambda _: self._read(query, bound.limit))
         d.addCallbacks(loaded, failed)
         return chain
 
@@ -207,6 +230,11 @@ class ViewRegistry:
     def _forget(self, query: Query) -> None:
         if self.queries.get(query.key) is query:
             del self.queries[query.key]
+        for topic in self.wanted.pop(query, ()):
+            try:
+                self.interest.release(topic)
+            except Exception:
+                log.failure("releasing {topic} failed", topic=topic)
         if query.gate is not None:
             for id_ in list(query.gate.pending):
                 self._wait(query, id_, False)

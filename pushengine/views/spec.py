@@ -6,6 +6,7 @@ routing keys of one live query.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -15,11 +16,13 @@ from typing import Any, Callable, Hashable, Iterable, TypeGuard
 
 import yaml
 
+from pushengine.core.topics import ANY, Pin, Topic, pin
 from pushengine.views.conditions import (
     SESSION_USER, Condition, ParamError, Predicate, ViewDefinitionError,
     bind_all, check_order, check_param, computed_fields, link_operators, parse_where, validate)
 from pushengine.views.distinct import DistinctSpec, parse_distinct
 from pushengine.views.operators.audience import SESSION_SEGMENTS, relevant_segments
+from pushengine.views.operators.base import resolve
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # a method name: two or more dotted parts (``stream.subscribe_live``,
@@ -28,6 +31,13 @@ _METHOD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 # the engine's own method families: a view's alias never takes one of these names
 RESERVED_PREFIXES = ("session.", "stats.")
 MAX_PUBLIC_FIELDS = 100
+# routing fields a type may declare (``route: [user_id]``): each is one word
+# of an AMQP routing key, which holds at most 255 bytes
+MAX_ROUTE_FIELDS = 4
+# topics one query may need (``user_id: {in: $users}`` needs one per user);
+# beyond, the field with the most values is left unpinned (more changes
+# reach the node, none is missed)
+MAX_TOPICS = 100
 ALL = None  # routing: an object that concerns every instance of a view
 
 
@@ -92,6 +102,25 @@ class ViewSpec:
     distinct: DistinctSpec | None = None   # near-duplicate suppression (views/distinct.py)
     needs_segments: bool = False   # bound to $session.segments (audience, in_segment)
     presence: bool = False         # join / leave events to its subscribers (presence.py)
+    route: list[str] = field(default_factory=list)   # the type's routing fields
+
+    def pinned(self, values: dict[str, Any]) -> list[set[Pin] | None]:
+        """Per routing field, the values a subscription with ``values``
+        pins it to (an equality or ``in`` on the field), None when unpinned."""
+        out: list[set[Pin] | None] = []
+        for name in self.route:
+            found: set[Pin] | None = None
+            for c in self.conditions:
+                if c.field != name or c.kind not in ("eq", "in"):
+                    continue
+                operand = resolve(c.operand, values)
+                if c.kind == "eq":
+                    found = {pin(operand)}
+                elif isinstance(operand, list):
+                    found = {pin(v) for v in operand}
+                break
+            out.append(found)
+        return out
 
     @property
     def value_params(self) -> list[str]:
@@ -156,6 +185,22 @@ class BoundView:
         rule = self.spec.index
         return None if rule is None else rule.query_keys(self.values)
 
+    def topics(self) -> set[Topic]:
+        """The topics this query needs of a feed that routes by interest:
+        one per combination of the values its conditions pin the type's
+        routing fields to (``ANY`` for a field it does not pin); none for a
+        type without routing fields, whose changes reach every node."""
+        spec = self.spec
+        if not spec.route:
+            return set()
+        pinned = spec.pinned(self.values)
+        sizes = [len(p) if p is not None else 1 for p in pinned]
+        while _product(sizes) > MAX_TOPICS:
+            widest = max(range(len(sizes)), key=lambda i: sizes[i])
+            pinned[widest], sizes[widest] = None, 1
+        choices = [sorted(p, key=repr) if p is not None else [ANY] for p in pinned]
+        return {Topic(spec.type, tuple(combo)) for combo in itertools.product(*choices)}
+
     def computed(self) -> dict[str, Callable[[dict], Any]]:
         """The fields the view's conditions compute (``_similarity``)."""
         return computed_fields(self.spec.conditions, self.values)
@@ -189,18 +234,28 @@ class BoundView:
                 if k not in (SESSION_USER, SESSION_SEGMENTS)}
 
 
+def _product(sizes: list[int]) -> int:
+    total = 1
+    for size in sizes:
+        total *= size
+    return total
+
+
 class Catalog:
     """Every declared view, by name, alias method and object type."""
 
     def __init__(self, specs: Iterable[ViewSpec], id_fields: dict[str, str],
-                 public: dict[str, list[str]] | None = None) -> None:
+                 public: dict[str, list[str]] | None = None,
+                 routes: dict[str, list[str]] | None = None) -> None:
         """``public``: per type, the fields a sessionless profile method may
-        answer (``types: {User: {public: [id, name, avatar]}}``)."""
+        answer (``types: {User: {public: [id, name, avatar]}}``); ``routes``:
+        per type, its routing fields (``route: [user_id]``)."""
         self.views: dict[str, ViewSpec] = {}
         self.methods: dict[str, ViewSpec] = {}
         self.by_type: dict[str, list[ViewSpec]] = {}
         self.id_fields = dict(id_fields)
         self.public_fields: dict[str, list[str]] = dict(public or {})
+        self.routes: dict[str, list[str]] = {t: list(f) for t, f in (routes or {}).items()}
         for spec in specs:
             self.views[spec.name] = spec
             if spec.method:
@@ -210,16 +265,19 @@ class Catalog:
                         f"{self.methods[spec.method].name}")
                 self.methods[spec.method] = spec
             self.by_type.setdefault(spec.type, []).append(spec)
+            spec.route = list(self.routes.get(spec.type, ()))
         # the types a node keeps: those views show and those the file declares;
         # a change of any other type is counted and dropped
         self.types = set(self.by_type) | set(self.id_fields)
 
 
-def _types(types: dict[object, object]) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """The id field of every declared type, and the public fields of those
-    that declare them."""
+def _types(types: dict[object, object]
+           ) -> tuple[dict[str, str], dict[str, list[str]], dict[str, list[str]]]:
+    """The id field of every declared type, and the public fields and
+    routing fields of those that declare them."""
     id_fields: dict[str, str] = {}
     public: dict[str, list[str]] = {}
+    routes: dict[str, list[str]] = {}
     for name, t in types.items():
         if not isinstance(name, str) or not _NAME.match(name):
             raise ViewDefinitionError(f"types: bad type name {str(name)[:100]!r}")
@@ -228,10 +286,10 @@ def _types(types: dict[object, object]) -> tuple[dict[str, str], dict[str, list[
         if not isinstance(t, dict):
             raise ViewDefinitionError(f"types: {name}: must be a mapping such as "
                                       f"{{id: id, public: [id, name]}}")
-        unknown = sorted(str(k) for k in t if k not in ("id", "public"))
+        unknown = sorted(str(k) for k in t if k not in ("id", "public", "route"))
         if unknown:
             raise ViewDefinitionError(f"types: {name}: unknown key {unknown[0][:100]!r} "
-                                      f"(a type declares id and public)")
+                                      f"(a type declares id, public and route)")
         id_field = t.get("id", "id")
         if not isinstance(id_field, str) or not id_field:
             raise ViewDefinitionError(f"types: {name}: 'id' must be a field name")
@@ -245,7 +303,23 @@ def _types(types: dict[object, object]) -> tuple[dict[str, str], dict[str, list[
                     f"types: {name}: 'public' must be a list of distinct field names "
                     f"(1 to {MAX_PUBLIC_FIELDS})")
             public[name] = list(fields)
-    return id_fields, public
+        if "route" in t:
+            routes[name] = _route(t["route"], name)
+    return id_fields, public, routes
+
+
+def _route(fields: object, type_: str) -> list[str]:
+    """A type's routing fields: a list of 1 to MAX_ROUTE_FIELDS distinct
+    field names (a single name is accepted for a list of one)."""
+    if isinstance(fields, str):
+        fields = [fields]
+    if not isinstance(fields, list) or not fields \
+            or not all(isinstance(f, str) and f and len(f) <= 100 for f in fields) \
+            or len(set(fields)) != len(fields) or len(fields) > MAX_ROUTE_FIELDS:
+        raise ViewDefinitionError(
+            f"types: {type_}: 'route' must be a list of 1 to {MAX_ROUTE_FIELDS} distinct "
+            f"field names, such as [user_id]")
+    return list(fields)
 
 
 def _once_per_user(value: object, view: str, needs_user: bool) -> bool:
@@ -292,7 +366,7 @@ def parse_catalog(data: object) -> Catalog:
     types = data.get("types") or {}
     if not isinstance(types, dict):
         raise ViewDefinitionError("'types' must be a mapping")
-    id_fields, public = _types(types)
+    id_fields, public, routes = _types(types)
     specs = []
     for name, v in data["views"].items():
         if not isinstance(name, str) or not _NAME.match(name):
@@ -349,7 +423,7 @@ def parse_catalog(data: object) -> Catalog:
             distinct=parse_distinct(v.get("distinct"), name),
             presence=_presence(v.get("presence", False), name)))
     link_operators(specs)
-    return Catalog(specs, id_fields, public)
+    return Catalog(specs, id_fields, public, routes)
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:

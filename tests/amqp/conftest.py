@@ -92,6 +92,7 @@ class AmqpEnv:
         self.url = url
         self.tag = uuid.uuid4().hex[:10]
         self.exchange = f"test.{self.tag}"
+        self.exchange_type = "fanout"     # "topic" for the interest mode
         self.feeds: list[AmqpFeed] = []
         self.publishers = []
 
@@ -118,7 +119,8 @@ class AmqpEnv:
     async def publisher(self):
         from twisted.internet import reactor
 
-        publisher = await connect_publisher(reactor, self.url, self.exchange)
+        publisher = await connect_publisher(reactor, self.url, self.exchange,
+                                            exchange_type=self.exchange_type)
         self.publishers.append(publisher)
         return publisher
 
@@ -131,7 +133,8 @@ class AmqpEnv:
         from twisted.internet import reactor
 
         try:
-            admin = await connect_publisher(reactor, self.url, self.exchange)
+            admin = await connect_publisher(reactor, self.url, self.exchange,
+                                            exchange_type=self.exchange_type)
         except Exception:
             return  # the broker is gone: nothing to clean
         try:

@@ -139,7 +139,8 @@ def test_health_and_stats_while_stopped():
     feed, _ = feed_with_sink()
     assert feed.health() == {
         "up": False, "state": "stopped", "broker": "amqp://guest@127.0.0.1:1/",
-        "exchange": "pushengine.changes", "node_id": "n1", "queue": "pushengine.node.n1"}
+        "exchange": "pushengine.changes", "node_id": "n1", "queue": "pushengine.node.n1",
+        "routing": "fanout"}
     stats = feed.stats()
     assert stats["connected"] == 0 and stats["reconnects"] == 0
     assert all(isinstance(v, (int, float)) for v in stats.values())

@@ -81,6 +81,11 @@ def test_publish_and_its_helpers_send_a_json_array_to_api_publish():
          [{"type": "Stream", "action": "upsert", "obj": stream},
           {"type": "Stream", "action": "upsert", "obj": {"id": 2}}]),
         (calls.delete("Stream", 1), [{"type": "Stream", "action": "delete", "obj": {"id": 1}}]),
+        # interest routing: the old routing values of a move, the routing fields of a delete
+        (calls.upsert("Stream", stream, was={"user_id": 7}),
+         [{"type": "Stream", "action": "upsert", "obj": stream, "was": {"user_id": 7}}]),
+        (calls.delete("Stream", 1, route={"user_id": 7}),
+         [{"type": "Stream", "action": "delete", "obj": {"id": 1, "user_id": 7}}]),
         (calls.delete_many("Msg", ["a", "b"], id_field="key"),
          [{"type": "Msg", "action": "delete", "obj": {"key": "a"}},
           {"type": "Msg", "action": "delete", "obj": {"key": "b"}}]),

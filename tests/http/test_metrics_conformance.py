@@ -22,10 +22,12 @@ API_MD = ROOT / "docs" / "api.md"
 
 
 def every_source_node() -> Node:
-    """A node with every source of figures: the AMQP feed, memcached servers,
+    """A node with every source of figures: the AMQP feed (routing by
+    interest, which adds the bindings' figures), memcached servers,
     the Redis registry and Bloom filters, online counters, clients, profiles
     and the admin hub (built, not started: nothing connects)."""
     node = Node(options("--amqp", "amqp://guest:guest@127.0.0.1:5672/",
+                        "--amqp-routing", "interest",
                         "--memcache", "127.0.0.1:11211,127.0.0.1:11212",
                         "--redis", "redis://127.0.0.1:6379/0",
                         "--webhook-url", "http://127.0.0.1:9/hook",
