@@ -370,7 +370,10 @@ class WebSocketResource(Resource):
         self.clock = clock
         self.max_message = max_message
         self.idle_timeout = idle_timeout
-        self.heartbeat = Heartbeat(clock, PING_INTERVAL)
+        # a socket with no session must answer a ping within the idle
+        # timeout: pinged at least twice in it
+        self.heartbeat = Heartbeat(clock, min(PING_INTERVAL, idle_timeout / 2)
+                                   if idle_timeout else PING_INTERVAL)
 
     def _upgrade_required(self, request: Any, message: str) -> bytes:
         request.setHeader(b"upgrade", b"websocket")
