@@ -20,6 +20,11 @@ for the server's own frames: an event notification is one unmasked text frame
 whose header is three bytes of arithmetic, built here instead of through
 wsproto's per-call machinery. The events' JSON is encoded once per view
 (``events.py``); per socket only the seq framing and the frame header are new.
+
+The handshake answers the subprotocol ``pushengine.jsonrpc`` when offered,
+refuses another ``Sec-WebSocket-Version`` with 426 naming 13, and negotiates
+permessage-deflate (``deflate.py``: each event's shared piece compressed once).
+What one connection may cost is bounded (``WsConnection``; docs/websocket.md).
 """
 from __future__ import annotations
 
