@@ -239,3 +239,34 @@ def test_a_compressed_events_message_inflates_to_the_plain_one(first, frags, wbi
 def test_any_extension_offer_is_answered_or_declined_never_raised(offer):
     answer = ServerDeflate(1000).accept("permessage-deflate;" + offer)
     assert answer is None or answer.startswith("server_no_context_takeover")
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(st.text(max_size=40), min_size=1, max_size=120),
+       cuts=st.lists(st.integers(0, 4000), max_size=10))
+def test_every_message_is_handled_once_in_order_whatever_the_reads(texts, cuts):
+    """Invariant of the slices: however the bytes arrive, each message is
+    handled once, in order, no turn handles more than a slice, and reading
+    is on again once everything is handled."""
+    d = Dispatcher()
+    ws, transport, clock = connect(d)
+    sizes: list[int] = []
+    slice_ = ws._slice
+
+    def spy() -> None:
+        before = len(d.calls)
+        slice_()
+        sizes.append(len(d.calls) - before)
+    ws._slice = spy                        # type: ignore[method-assign]
+    data = client_frames(*[TextMessage(t) for t in texts])
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    for a, b in zip(points, points[1:]):
+        if ws.reading or transport.producerState == "producing":
+            ws.dataReceived(data[a:b])
+        else:                              # paused: the kernel keeps it until read
+            clock.advance(0)
+            ws.dataReceived(data[a:b])
+    clock.advance(0)
+    assert d.calls == [t.encode("utf-8") for t in texts]
+    assert max(sizes, default=0) <= SLICE_MESSAGES
+    assert ws.reading and transport.producerState == "producing"
