@@ -1,7 +1,8 @@
 """Chromium's own WebSocket offering the subprotocol ``pushengine.jsonrpc``
 (SPEC 17): a browser refuses a handshake whose offered subprotocol is not
 answered (1006), so this is the whole flow on a bare ``new WebSocket``: create
-a session, subscribe, receive a published change as an event."""
+a session, subscribe, receive a published change as an event (compressed:
+Chromium offers permessage-deflate)."""
 from __future__ import annotations
 
 import pytest
@@ -22,6 +23,7 @@ FLOW = """async (port) => {
   };
   await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = reject; });
   window.got.protocol = ws.protocol;
+  window.got.extensions = ws.extensions;
   window.ws = ws;
   const call = (id, method, params) => new Promise((resolve) => {
     ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
@@ -37,6 +39,8 @@ def test_chromium_offering_the_subprotocol_runs_the_flow(engine, page):
     page.goto(f"{engine.base}/health")
     key = page.evaluate(FLOW, engine.port)
     assert page.evaluate("() => window.got.protocol") == "pushengine.jsonrpc"
+    # Chromium offers permessage-deflate: its events arrive compressed
+    assert page.evaluate("() => window.got.extensions").startswith("permessage-deflate")
     engine.upsert(stream(4242))
     wait_until(lambda: page.evaluate(
         "() => window.got.events.some((e) => e.obj && e.obj.id === 4242)"), 10)
