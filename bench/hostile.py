@@ -10,6 +10,12 @@ keeps calling ``stats.online`` and timing its answers:
 
 Prints the answers by status, the node's RSS before and after, and the other
 client's latency (p50/p99/max). Usage: python bench/hostile.py [--seconds 10]
+
+``--ws`` runs the WebSocket attacks instead, each for ``--seconds`` while the
+other client times ``GET /health``: ``pings`` (ping frames, never reading),
+``flood`` (tiny frames of invalid JSON, answers read and dropped), ``idle``
+(a socket with no session that answers no ping, under ``--idle-timeout 2``)
+and ``bomb`` (a deflated message that inflates to 256 MiB).
 """
 from __future__ import annotations
 
@@ -57,11 +63,11 @@ class Client:
         return reply.status, (json.loads(data) if data else None)
 
 
-def start(port: int, workdir: str) -> subprocess.Popen:
+def start(port: int, workdir: str, *extra: str) -> subprocess.Popen:
     twistd = shutil.which("twistd", path=os.path.dirname(sys.executable)) or "twistd"
     proc = subprocess.Popen([twistd, "-n", "--pidfile=", f"--logfile={workdir}/engine.log",
-                             "pushengine", "--port", f"tcp:{port}:interface=127.0.0.1"],
-                            cwd=workdir)
+                             "pushengine", "--port", f"tcp:{port}:interface=127.0.0.1",
+                             *extra], cwd=workdir)
     deadline = time.time() + 30
     while time.time() < deadline:
         try:
@@ -73,10 +79,154 @@ def start(port: int, workdir: str) -> subprocess.Popen:
     raise SystemExit("the engine did not start")
 
 
+def ws_open(port: int, deflate: bool = False) -> socket.socket:
+    """A raw WebSocket (the handshake done, nothing read after it)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    ext = "Sec-WebSocket-Extensions: permessage-deflate\r\n" if deflate else ""
+    sock.sendall(("GET /api/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                  f"Sec-WebSocket-Version: 13\r\n{ext}\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert b" 101 " in head.split(b"\r\n")[0] + b" ", head
+    return sock
+
+
+def ws_frame(opcode: int, payload: bytes, rsv1: bool = False) -> bytes:
+    """A masked client frame (the mask is zero: the payload goes as it is)."""
+    n = len(payload)
+    first = 0x80 | (0x40 if rsv1 else 0) | opcode
+    if n < 126:
+        head = bytes([first, 0x80 | n])
+    elif n < 65536:
+        head = bytes([first, 0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head = bytes([first, 0x80 | 127]) + n.to_bytes(8, "big")
+    return head + b"\x00" * 4 + payload
+
+
+def health_times(port: int, stop: threading.Event, out: list[float]) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60,
+                                      source_address=("127.0.0.2", 0))
+    while not stop.is_set():
+        t = time.perf_counter()
+        conn.request("GET", "/health")
+        reply = conn.getresponse()
+        reply.read()
+        out.append(time.perf_counter() - t)
+        time.sleep(0.01)
+
+
+def ws_attack(name: str, port: int, seconds: float) -> str:
+    if name == "pings":
+        sock = ws_open(port)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        ping = ws_frame(9, b"p" * 125) * 64
+        sent = 0
+        end = time.time() + seconds
+        while time.time() < end:
+            try:
+                sent += sock.send(ping)
+            except BlockingIOError:
+                time.sleep(0.01)
+        sock.close()
+        return f"{sent / 2**20:.1f} MiB of pings sent"
+    if name == "flood":
+        frames = ws_frame(1, b"x") * 4096
+        sent = closed = 0
+        got = [0]
+        end = time.time() + seconds
+        while time.time() < end:          # a new socket each time the node closes one
+            sock = ws_open(port)
+
+            def drain(sock: socket.socket = sock) -> None:
+                while True:
+                    try:
+                        data = sock.recv(65536)
+                    except OSError:
+                        return
+                    if not data:
+                        return
+                    got[0] += len(data)
+            reader = threading.Thread(target=drain, daemon=True)
+            reader.start()
+            try:
+                while time.time() < end:
+                    sock.sendall(frames)
+                    sent += 4096
+            except OSError:
+                closed += 1
+            sock.close()
+            reader.join(5)
+        return (f"{sent} invalid frames written, {got[0] / 1024:.0f} KiB answered, "
+                f"{closed} sockets closed by the node")
+    if name == "idle":
+        socks = [ws_open(port) for _ in range(50)]
+        end = time.time() + seconds
+        closed = 0
+        for sock in socks:
+            sock.settimeout(max(end - time.time(), 0.1))
+            try:
+                while sock.recv(65536):
+                    pass
+                closed += 1
+            except OSError:
+                pass
+        return f"{closed} of 50 idle sockets closed by the node within {seconds:g} s"
+    if name == "bomb":
+        import zlib
+        c = zlib.compressobj(9, zlib.DEFLATED, -15)
+        bomb = (c.compress(b"[" * (256 << 20)) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]
+        count = 0
+        end = time.time() + seconds
+        while time.time() < end:
+            sock = ws_open(port, deflate=True)
+            sock.sendall(ws_frame(1, bomb, rsv1=True))
+            while sock.recv(65536):
+                pass
+            sock.close()
+            count += 1
+        return f"{count} bombs of {len(bomb) / 1024:.0f} KiB, each closed"
+    raise SystemExit(f"no attack {name}")
+
+
+def ws_main(args: argparse.Namespace) -> None:
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="pushengine-hostile-")
+    proc = start(port, workdir, "--idle-timeout", "2")
+    try:
+        for name in args.attacks.split(","):
+            latencies: list[float] = []
+            stop = threading.Event()
+            watcher = threading.Thread(target=health_times, args=(port, stop, latencies),
+                                       daemon=True)
+            before = rss_kib(proc.pid)
+            watcher.start()
+            what = ws_attack(name, port, args.seconds)
+            after = rss_kib(proc.pid)
+            stop.set()
+            watcher.join(60)
+            lat = sorted(latencies)
+            print(f"{name}: {what}; RSS {before / 1024:.1f} → {after / 1024:.1f} MB; "
+                  f"/health ({len(lat)}): p50 {statistics.median(lat) * 1000:.1f} ms, "
+                  f"p99 {lat[max(int(len(lat) * 0.99) - 1, 0)] * 1000:.1f} ms, "
+                  f"max {lat[-1] * 1000:.1f} ms", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--ws", action="store_true", help="the WebSocket attacks")
+    p.add_argument("--attacks", default="pings,flood,idle,bomb")
     args = p.parse_args()
+    if args.ws:
+        ws_main(args)
+        return
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="pushengine-hostile-")
     proc = start(port, workdir)

@@ -183,14 +183,14 @@ class Dispatcher:
             # each call is judged on its own (_run): no scan here
             request, _ = strictjson.decode(body, judge=False)
         except strictjson.UnsafeJSON as e:
-            return self._whole_error(ParseError(f"parse error: {e}"))
+            return self._invalid(ParseError(f"parse error: {e}"), caller)
         batch = type(request) is list
         if batch:
             if not request:
-                return self._whole_error(InvalidRequest("an empty batch"))
+                return self._invalid(InvalidRequest("an empty batch"), caller)
             if len(request) > self.max_batch:
-                return self._whole_error(InvalidRequest(
-                    f"a batch may hold at most {self.max_batch} calls"))
+                return self._invalid(InvalidRequest(
+                    f"a batch may hold at most {self.max_batch} calls"), caller)
         if self.admit is not None:
             wait = self.admit(caller, len(request) if batch else 1)
             if wait > 0:
@@ -305,6 +305,16 @@ class Dispatcher:
             texts.append(self._error_text(error, id_, form != "legacy"))
         body = texts[0] if type(request) is not list else b"[" + b",".join(texts) + b"]"
         return RpcAnswer(body, 429, error.retry_after)
+
+    def _invalid(self, error: ApiError, caller: Caller | None) -> RpcAnswer:
+        """A request that is no call counts against the call rate as one
+        call does: a flood of invalid input is refused (1007) like valid."""
+        if self.admit is not None:
+            wait = self.admit(caller, 1)
+            if wait > 0:
+                return RpcAnswer(self._error_text(RateLimited(retry_after=wait), None, True),
+                                 429, wait)
+        return self._whole_error(error)
 
     def _whole_error(self, error: ApiError) -> RpcAnswer:
         return RpcAnswer(self._error_text(error, None, modern=True))

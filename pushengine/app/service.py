@@ -187,7 +187,7 @@ class Node:
         from pushengine.web.openrpc import openrpc_route
         sse = EventsResource(self.api, self.policy, self.reactor)
         ws = WebSocketResource(self.dispatcher, self.engine.sessions, self.policy, self.reactor,
-                               self.options["max-body"])
+                               self.options["max-body"], self.options["idle-timeout"])
         routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream"),
                   Route.resource("/api/ws", ws, ("GET",), shape="stream"),
                   Route.resource("/api/segments", self.segment_uploads, shape="stream"),

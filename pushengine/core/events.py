@@ -25,6 +25,9 @@ class Fragment(str):
 
     utf8: bytes
     key: str | None
+    # compressed once for every WebSocket with permessage-deflate, per window
+    # size (made the first time one writes it: transports/deflate.py)
+    deflated: dict[int, bytes] | None = None
 
     def __new__(cls, text: str, key: str | None = None) -> "Fragment":
         self = super().__new__(cls, text)

@@ -20,6 +20,11 @@ for the server's own frames: an event notification is one unmasked text frame
 whose header is three bytes of arithmetic, built here instead of through
 wsproto's per-call machinery. The events' JSON is encoded once per view
 (``events.py``); per socket only the seq framing and the frame header are new.
+
+The handshake answers the subprotocol ``pushengine.jsonrpc`` when offered,
+refuses another ``Sec-WebSocket-Version`` with 426 naming 13, and negotiates
+permessage-deflate (``deflate.py``: each event's shared piece compressed once).
+What one connection may cost is bounded (``WsConnection``; docs/websocket.md).
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from twisted.web.server import NOT_DONE_YET
 from wsproto import ConnectionType
 from wsproto.connection import ConnectionState
 from wsproto.events import (
-    AcceptConnection, BytesMessage, CloseConnection, Ping, Pong, TextMessage)
+    AcceptConnection, BytesMessage, CloseConnection, Ping, Pong, Request, TextMessage)
 from wsproto.handshake import H11Handshake
 from wsproto.utilities import RemoteProtocolError
 
@@ -42,12 +47,20 @@ from pushengine.api.rpc import Dispatcher, RpcAnswer
 from pushengine.core.events import DROPPED, Fragment, utf8
 from pushengine.web.policy import HttpPolicy
 from pushengine.web.timing import Clock
+from pushengine.transports.deflate import SMALLEST, ServerDeflate, frame
 from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 
 log = Logger()
 PING_INTERVAL = 30.0
-TOO_BIG, UNSUPPORTED, GOING_AWAY, NORMAL = 1009, 1003, 1001, 1000
+TOO_BIG, UNSUPPORTED, GOING_AWAY, NORMAL, POLICY = 1009, 1003, 1001, 1000, 1008
+SUBPROTOCOL = "pushengine.jsonrpc"
+# one connection's input per reactor turn: at most this many messages or
+# bytes, the rest on a later turn (reading paused meanwhile)
+SLICE_MESSAGES = 32
+SLICE_BYTES = 64 * 1024
+# calls refused for the rate in a row before the socket is closed
+REFUSALS = 64
 
 
 def text_frame(payload: bytes) -> bytes:
@@ -75,10 +88,20 @@ def events_frame(first: int, fragments: Sequence[Fragment]) -> bytes:
 
 class WsConnection(StreamProducer):
     """One WebSocket: calls in, answers and events out; the delivery of the
-    session it carries."""
+    session it carries.
+
+    Budgets: the client's input is handled in slices (``SLICE_MESSAGES``,
+    ``SLICE_BYTES``) per reactor turn, reading paused until the next; while
+    the socket's unsent bytes are above the transport's bound (the one that
+    pauses events, SPEC 10) nothing more is read, so pongs and answers to a
+    client that does not read wait in the client's own socket, not here.
+    Events wait while a call is being answered: ``session.attach``'s answer
+    comes before the events it replays."""
 
     def __init__(self, conn: Any, dispatcher: Any, sessions: Any, clock: Any,
-                 max_message: int, request: Any, heartbeat: Heartbeat | None = None) -> None:
+                 max_message: int, request: Any, heartbeat: Heartbeat | None = None,
+                 deflate: ServerDeflate | None = None, idle_timeout: float | None = None
+                 ) -> None:
         self.conn = conn
         self.dispatcher = dispatcher
         self.sessions = sessions
@@ -90,14 +113,22 @@ class WsConnection(StreamProducer):
         self.session: Any = None
         self.paused = False
         self.closed = False
-        self.parts: list[str] = []
+        self.parts: list[bytes] = []
         self.size = 0
         self.heartbeat = heartbeat
         self.last_write = 0.0           # when the last ping went (events do not count)
+        self.deflater = deflate.deflater if deflate is not None else None
+        self.idle_timeout = idle_timeout
+        self.last_pong = 0.0
+        self.answering = 0              # calls whose answer has not gone yet
+        self.refusals = 0               # calls refused for the rate, in a row
+        self.reading = True
+        self.later: Any = None          # the next slice of input
 
     # -- the connection ----------------------------------------------------------
     def makeConnection(self, transport: Any) -> None:
         self.transport = transport
+        self.last_pong = self.clock.seconds()
         if self.heartbeat is not None:
             self.last_write = self.clock.seconds()
             self.heartbeat.add(self)
@@ -105,29 +136,66 @@ class WsConnection(StreamProducer):
     def dataReceived(self, data: bytes) -> None:
         try:
             self.conn.receive_data(data)
+        except RemoteProtocolError as e:   # pragma: no cover - after a close
+            self._close(1002, f"protocol error: {e}"[:120])
+            return
+        if self.later is None:
+            self._slice()
+
+    def _slice(self) -> None:
+        """Handle what the client sent, at most one slice of it."""
+        self.later = None
+        if self.closed or self.paused:
+            return
+        handled = size = 0
+        try:
             for event in self.conn.events():
                 self._event(event)
                 if self.closed:
                     return
+                handled += 1
+                size += len(getattr(event, "data", b"")) + 6
+                if self.paused:     # the client does not read: nor do we
+                    self._read(False)
+                    return
+                if handled >= SLICE_MESSAGES or size >= SLICE_BYTES:
+                    self._read(False)
+                    self.later = self.clock.callLater(0, self._slice)
+                    return
         except RemoteProtocolError as e:
             self._close(1002, f"protocol error: {e}"[:120])
+            return
         except Exception:
             log.failure("a WebSocket message failed")
             self._close(1011, "internal error")
+            return
+        self._read(True)
+
+    def _read(self, on: bool) -> None:
+        if on != self.reading and self.transport is not None and not self.closed:
+            self.reading = on
+            if on:
+                self.transport.resumeProducing()
+            else:
+                self.transport.pauseProducing()
 
     def _event(self, event: Any) -> None:
         if isinstance(event, TextMessage):
-            self.size += len(event.data)
+            data = event.data.encode("utf-8")
+            self.size += len(data)
             if self.size > self.max_message:
                 self._close(TOO_BIG, f"a message may hold at most {self.max_message} bytes")
                 return
-            self.parts.append(event.data)
+            self.parts.append(data)
             if event.message_finished:
-                text, self.parts, self.size = "".join(self.parts), [], 0
-                self._call(text)
+                body = data if len(self.parts) == 1 else b"".join(self.parts)
+                self.parts, self.size = [], 0
+                self._call(body)
         elif isinstance(event, BytesMessage):
             # a binary message's parts are refused as they come: nothing is kept
             if event.message_finished:
+                if self._over_rate():
+                    return
                 self._send_json({"jsonrpc": "2.0", "id": None, "error": {
                     "code": -32600, "message": "binary frames are not accepted: "
                                                "send JSON-RPC in text frames"}})
@@ -139,35 +207,79 @@ class WsConnection(StreamProducer):
             self.closed = True
             self.transport.loseConnection()
         elif isinstance(event, Pong):
-            pass
+            self.last_pong = self.clock.seconds()
 
-    def _call(self, text: str) -> None:
-        try:
-            body = text.encode("utf-8")
-        except UnicodeEncodeError:   # pragma: no cover - wsproto checks UTF-8
-            body = b"\xff"
+    def _over_rate(self) -> bool:
+        """A message the dispatcher does not count (a binary one) counts
+        here: True when refused (answered 1007, or closed)."""
+        admit = getattr(self.dispatcher, "admit", None)
+        if admit is None:
+            return False
+        wait = admit(self.caller, 1)
+        if wait <= 0:
+            self.refusals = 0
+            return False
+        self._refused()
+        if not self.closed:
+            self._send_json({"jsonrpc": "2.0", "id": None, "error": {
+                "code": 1007, "message": "rate limited", "data": {"retry_after": wait}}})
+        return True
+
+    def _refused(self) -> None:
+        self.refusals += 1
+        if self.refusals > REFUSALS:
+            self._close(POLICY, "calls keep coming over the call rate")
+
+    def _call(self, body: bytes) -> None:
+        self.answering += 1
         answer = self.dispatcher.handle(body, self.caller)
         if isinstance(answer, Deferred):
             answer.addCallback(self._answer)
-            answer.addErrback(lambda f: log.failure("a WebSocket call failed", f))
+            answer.addErrback(self._failed)
         else:
             self._answer(answer)
 
+    def _failed(self, failure: Any) -> None:
+        log.failure("a WebSocket call failed", failure)
+        self._answered()
+
     def _answer(self, answer: RpcAnswer) -> None:
+        if answer.status == 429:
+            self._refused()
+        else:
+            self.refusals = 0
         self._send(answer.body)
+        self._answered()
+
+    def _answered(self) -> None:
+        """The answer went: the events that waited for it follow."""
+        self.answering -= 1
+        if not self.answering and self.session is not None and not self.closed:
+            self.sessions.resume_writing(self.session, self)
 
     def _send(self, body: bytes | None) -> None:
-        if body is not None and not self.closed:
+        if body is None or self.closed:
+            return
+        if self.deflater is not None and len(body) >= SMALLEST:
+            self.transport.write(frame(self.deflater.message(body), True))
+        else:
             self.transport.write(text_frame(body))
 
     def _send_json(self, value: Any) -> None:
         self._send(json.dumps(value, separators=(",", ":")).encode())
 
     def ping(self, now: float) -> None:
-        """A ping frame every interval keeps the socket alive through proxies."""
+        """A ping frame every interval keeps the socket alive through
+        proxies; a socket with no session whose client answered no ping for
+        ``idle_timeout`` seconds is closed."""
         self.last_write = now
-        if not self.closed:
-            self.transport.write(self.conn.send(Ping(b"")))
+        if self.closed:
+            return
+        if self.idle_timeout and self.session is None \
+                and now - self.last_pong >= self.idle_timeout:
+            self._close(GOING_AWAY, "idle: no session and no pong")
+            return
+        self.transport.write(self.conn.send(Ping(b"")))
 
     def _close(self, code: int, reason: str) -> None:
         if self.closed:
@@ -181,6 +293,9 @@ class WsConnection(StreamProducer):
 
     def connectionLost(self, reason: Any = None) -> None:
         self.closed = True
+        if self.later is not None and self.later.active():
+            self.later.cancel()
+        self.later = None
         if self.heartbeat is not None:
             self.heartbeat.discard(self)
         if self.session is not None:
@@ -191,27 +306,51 @@ class WsConnection(StreamProducer):
         except Exception:
             pass
 
+    # -- IPushProducer: the socket's unsent bytes ------------------------------------
+    def pauseProducing(self) -> None:
+        """Unsent bytes passed the bound: no events, and no reading."""
+        self.paused = True
+        self._read(False)
+
+    def resumeProducing(self) -> None:
+        if self.paused:
+            self.paused = False
+            if self.session is not None and not self.answering:
+                self.sessions.resume_writing(self.session, self)
+            if not self.closed and self.later is None:
+                self.later = self.clock.callLater(0, self._slice)
+
     # -- the session it carries ------------------------------------------------------
     def switch_to(self, session: Any) -> None:
-        """This socket now carries ``session`` (after create or attach)."""
+        """This socket now carries ``session`` (after create or attach); its
+        events follow the call's answer."""
         old = self.session
         self.session = session
         if old is not None and old is not session:
             self.sessions.detach(old, self)
-        self.sessions.resume_writing(session, self)
+        if not self.answering:
+            self.sessions.resume_writing(session, self)
 
     # -- Delivery ------------------------------------------------------------------------
     def write(self, first: int, fragments: Sequence[Fragment]) -> None:
-        if not self.closed:
-            self.transport.write(events_frame(first, fragments))
+        if self.closed:
+            return
+        if self.deflater is not None:
+            payload = self.deflater.events(first, fragments)
+            if payload is not None:
+                self.transport.write(frame(payload, True))
+                return
+        self.transport.write(events_frame(first, fragments))
 
     def writable(self) -> bool:
-        return not self.paused and not self.closed and self.transport is not None
+        return not self.paused and not self.closed and not self.answering \
+            and self.transport is not None
 
     def notify(self, session: Any) -> None:
         """Events wait in ``session``'s log: write them if the client reads
         (``writable``, inlined: this is the fan-out's path)."""
-        if not self.paused and not self.closed and self.transport is not None:
+        if not self.paused and not self.closed and not self.answering \
+                and self.transport is not None:
             self.sessions.events_out += session.log.write(self.write)
 
     def close(self) -> None:
@@ -220,14 +359,13 @@ class WsConnection(StreamProducer):
         self._close(NORMAL, "the session is delivered elsewhere now")
 
 
-
 class WebSocketResource(Resource):
     """``GET /api/ws``: the upgrade to a WebSocket carrying JSON-RPC."""
 
     isLeaf = True
 
     def __init__(self, dispatcher: Dispatcher, sessions: Any, policy: HttpPolicy,
-                 clock: Clock, max_message: int) -> None:
+                 clock: Clock, max_message: int, idle_timeout: float | None = None) -> None:
         """``policy``: the key and the Origin rule of the HTTP API, checked
         before the upgrade, and who the caller is."""
         super().__init__()
@@ -236,24 +374,51 @@ class WebSocketResource(Resource):
         self.policy = policy
         self.clock = clock
         self.max_message = max_message
-        self.heartbeat = Heartbeat(clock, PING_INTERVAL)
+        self.idle_timeout = idle_timeout
+        # a socket with no session must answer a ping within the idle
+        # timeout: pinged at least twice in it
+        self.heartbeat = Heartbeat(clock, min(PING_INTERVAL, idle_timeout / 2)
+                                   if idle_timeout else PING_INTERVAL)
+
+    def _upgrade_required(self, request: Any, message: str) -> bytes:
+        request.setHeader(b"upgrade", b"websocket")
+        request.setHeader(b"sec-websocket-version", b"13")
+        body = self.policy.stream_answer(request, 426, -32600, message)
+        request.setResponseCode(426, b"Upgrade Required")
+        return body
 
     def render_GET(self, request: Any) -> bytes | int:
         refused = self.policy.refuse_stream(request)
         if refused is not None:
             return refused
+        versions = request.requestHeaders.getRawHeaders(b"sec-websocket-version") or []
+        if versions and versions != [b"13"]:
+            return self._upgrade_required(
+                request, "this server speaks WebSocket version 13 (Sec-WebSocket-Version: 13)")
         handshake = H11Handshake(ConnectionType.SERVER)
         headers = [(name, value) for name, values in request.requestHeaders.getAllRawHeaders()
                    for value in values]
         try:
             handshake.initiate_upgrade_connection(headers, request.path)
+            offer = next((e for e in handshake.events() if isinstance(e, Request)), None)
         except RemoteProtocolError:
-            request.setHeader(b"upgrade", b"websocket")
-            return self.policy.stream_answer(
-                request, 426, -32600, "a WebSocket upgrade is required (Upgrade: websocket)")
-        accept = handshake.send(AcceptConnection())
+            offer = None
+        if offer is None:
+            return self._upgrade_required(
+                request, "a WebSocket upgrade is required (Upgrade: websocket)")
+        subprotocol = SUBPROTOCOL if SUBPROTOCOL in offer.subprotocols else None
+        deflate = ServerDeflate(self.max_message)
+        try:
+            accept = handshake.send(AcceptConnection(subprotocol=subprotocol,
+                                                     extensions=[deflate]))
+        except (RemoteProtocolError, ValueError):
+            deflate = ServerDeflate(self.max_message)      # an offer it could not parse
+            handshake = H11Handshake(ConnectionType.SERVER)
+            handshake.initiate_upgrade_connection(headers, request.path)
+            accept = handshake.send(AcceptConnection(subprotocol=subprotocol))
         ws = WsConnection(handshake.connection, self.dispatcher, self.sessions, self.clock,
-                          self.max_message, request, self.heartbeat)
+                          self.max_message, request, self.heartbeat,
+                          deflate if deflate.enabled() else None, self.idle_timeout)
         ws.caller = self.policy.request_caller(request, ws)
         channel = request.channel
         transport = channel.transport

@@ -20,10 +20,10 @@
 // Outside a browser, pass a WebSocket class (the `ws` package in Node 20):
 // `new Events(session, { WebSocket })`.
 //
-// Subprotocol: the client offers none by default. With `offerSubprotocol`
-// it offers SUBPROTOCOL ("pushengine.jsonrpc", SPEC section 17); switch it
-// on only against an engine that answers it, since a browser refuses a
-// handshake whose offered subprotocol is not answered.
+// Subprotocol: the client offers SUBPROTOCOL ("pushengine.jsonrpc", SPEC
+// section 17), which the engine answers; `offerSubprotocol: false` offers
+// none (for an older engine that does not answer it: a browser refuses a
+// handshake whose offered subprotocol is not answered).
 
 import { Deferred, CancelledError, fail } from "./deferred.js";
 import { ErrorCode, NetworkError, RpcError } from "./api.js";
@@ -37,7 +37,7 @@ import { logger } from "./debug.js";
 const log = logger("ws");
 const OPEN = 1;
 
-/** The WebSocket subprotocol of the engine's JSON-RPC (offered only with `offerSubprotocol`). */
+/** The WebSocket subprotocol of the engine's JSON-RPC (offered unless `offerSubprotocol` is false). */
 export const SUBPROTOCOL = "pushengine.jsonrpc";
 
 /** Calls that never go over the socket. */
@@ -67,7 +67,7 @@ const HTTP_ONLY = new Set(["session.create", "session.destroy", "session.get_eve
  * @property {string | null} [url]         the socket endpoint (default: beside the Api's URL, "/api/ws")
  * @property {WebSocketConstructor} [WebSocket]  the WebSocket class (default: the global one)
  * @property {boolean} [rpc]               calls over the socket while it is attached (default true)
- * @property {boolean} [offerSubprotocol]  offer SUBPROTOCOL in the handshake (default false: the engine does not answer it yet)
+ * @property {boolean} [offerSubprotocol]  offer SUBPROTOCOL in the handshake (default true)
  * @property {number} [openTimeout]        ms for the socket to open
  * @property {number} [attachTimeout]      ms for the engine to answer session.attach
  */
@@ -99,7 +99,7 @@ export class WsTransport extends Transport {
    * @param {WsOptions} [options]
    */
   constructor(session, dispatcher, {
-    url = null, WebSocket = globalThis.WebSocket, rpc = true, offerSubprotocol = false,
+    url = null, WebSocket = globalThis.WebSocket, rpc = true, offerSubprotocol = true,
     openTimeout = 10000, attachTimeout = 10000, ...options
   } = {}) {
     super(session, dispatcher, options);
@@ -222,7 +222,8 @@ export class WsTransport extends Transport {
         stage = "attach";
         this._detached();
         this._generation = this.dispatcher.sync();
-        // Events may come before the answer: the engine first writes what waits.
+        // The engine answers the attach first, then writes the events after
+        // our last seq: the dispatcher, synced above, takes them in order.
         return this.call("session.attach", [sid, this.dispatcher.lastSeq], { timeout: this.attachTimeout });
       });
     this._cycle = d;

@@ -147,3 +147,103 @@ def test_generated_amqp_bodies(body, splice) -> None:
     strict(http.post("/api/jsonrpc", rpc.body("session.get_events", [sid, 0, 0])).body)
     strict(http.post("/api/jsonrpc", rpc.body("stream.subscribe_public_live", [sid, 50])).body)
     still_serves(http)
+
+
+# -- WebSocket frames at a real engine socket -------------------------------------------
+
+import os
+import socket
+import struct
+
+import pytest
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection, CloseConnection, Ping, Pong, Request as WsRequest, TextMessage)
+from wsproto.extensions import PerMessageDeflate
+
+payloads = st.one_of(
+    st.binary(max_size=200),
+    st.text(max_size=60).map(lambda t: t.encode("utf-8")),
+    st.sampled_from([b"\xff\xfe", b"\xed\xa0\x80", b"\xc0\xaf", b"{", b"[]", b"[" * 300,
+                     b'{"jsonrpc":"2.0","id":1,"method":"stats.online"}',
+                     b'{"jsonrpc":"2.0","id":2,"method":"session.create"}',
+                     b"\x00" * 130]),
+)
+frames = st.lists(st.tuples(
+    st.booleans(),                              # FIN
+    st.integers(0, 7),                          # RSV bits
+    st.sampled_from([0, 1, 2, 8, 9, 10, 3, 7, 11, 15]),   # opcode, reserved ones too
+    payloads,
+    st.booleans(),                              # masked (a client must mask)
+    st.sampled_from(["minimal", "16", "64"]),   # the length's form
+), min_size=1, max_size=8)
+
+
+def ws_frame(fin: bool, rsv: int, opcode: int, payload: bytes, masked: bool,
+             form: str) -> bytes:
+    head = bytes([(0x80 if fin else 0) | (rsv << 4) | opcode])
+    n, bit = len(payload), 0x80 if masked else 0
+    if form == "64" or n > 65535:
+        head += bytes([bit | 127]) + struct.pack("!Q", n)
+    elif form == "16" or n > 125:
+        head += bytes([bit | 126]) + struct.pack("!H", n)
+    else:
+        head += bytes([bit | n])
+    if masked:
+        key = os.urandom(4)
+        head += key
+        payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    return head + payload
+
+
+@pytest.fixture(scope="module")
+def ws_engine(tmp_path_factory):
+    from tests.e2e.conftest import start
+    e = start(tmp_path_factory.mktemp("wsfuzz"), "--max-body", "4096")
+    yield e
+    e.stop()
+
+
+@pytest.mark.e2e
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(frames=frames, deflate=st.booleans())
+def test_generated_websocket_frames(ws_engine, frames, deflate) -> None:
+    """Random frames — opcodes, lengths, masks, fragmentation, invalid UTF-8,
+    control frames, RSV bits, with and without deflate — at a real socket:
+    nothing but JSON text, pongs, pings and a close comes back, and the node
+    serves the next client."""
+    sock = socket.create_connection(("127.0.0.1", ws_engine.port), timeout=5)
+    ws = WSConnection(ConnectionType.CLIENT)
+    sock.sendall(ws.send(WsRequest(host="127.0.0.1", target="/api/ws",
+                                   extensions=[PerMessageDeflate()] if deflate else [])))
+    got: list = []
+    while not any(isinstance(e, AcceptConnection) for e in got):
+        data = sock.recv(65536)
+        assert data, "closed during the handshake"
+        ws.receive_data(data)
+        got += list(ws.events())
+    try:
+        sock.sendall(b"".join(ws_frame(*f) for f in frames)
+                     + ws_frame(True, 0, 8, struct.pack("!H", 1000), True, "minimal"))
+    except OSError:
+        pass                                    # closed already: fine
+    raw = b""
+    while True:
+        try:
+            data = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout) as e:
+            assert not isinstance(e, socket.timeout), "the node neither answered nor closed"
+            break
+        if not data:
+            break
+        raw += data
+    sock.close()
+    ws.receive_data(raw)
+    for event in ws.events():
+        assert isinstance(event, (TextMessage, CloseConnection, Ping, Pong)), event
+        if isinstance(event, TextMessage):
+            strict(event.data.encode("utf-8"))
+        if isinstance(event, CloseConnection):
+            assert event.code in (1000, 1002, 1003, 1005, 1007, 1008, 1009) \
+                or event.code < 1000, event
+    assert ws_engine.call("stats.online") >= 0

@@ -169,16 +169,16 @@ test("ws: a call over the socket given a signal is dropped from the socket's pen
   assert.equal(session.subscriptions.length, 0, "its late answer is ignored");
 });
 
-test("ws: no subprotocol is offered unless offerSubprotocol is set", async () => {
-  const plain = await wsSetup();
-  plain.events.start();
-  await plain.events.connected();
-  assert.equal(plain.net.sockets[0].argumentCount, 1, "new WebSocket(url): nothing offered");
-  const offering = await wsSetup({ offerSubprotocol: true });
+test("ws: the subprotocol is offered unless offerSubprotocol is false", async () => {
+  const offering = await wsSetup();
   offering.events.start();
   await offering.events.connected();
   assert.deepEqual(offering.net.sockets[0].protocols, [SUBPROTOCOL]);
   assert.equal(SUBPROTOCOL, "pushengine.jsonrpc");
+  const plain = await wsSetup({ offerSubprotocol: false });
+  plain.events.start();
+  await plain.events.connected();
+  assert.equal(plain.net.sockets[0].argumentCount, 1, "new WebSocket(url): nothing offered");
 });
 
 test("Events takes the WebSocket and EventSource classes as options of its own", () => {

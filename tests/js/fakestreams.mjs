@@ -144,15 +144,21 @@ export function fakeNetwork(engine) {
       if (method === "session.attach") {
         later(() => {
           if (this.readyState !== 1) return;
+          // as the engine does: the answer first, then the replayed events
+          this._held = [];
           try {
             engine.attach(params[0], this, params[1]);
           } catch (e) {
+            this._held = null;
             error(e);
             return;
           }
           if (this.sid && this.sid !== params[0]) engine.detach(this.sid, this);
           this.sid = params[0];
+          const held = this._held;
+          this._held = null;
           this._frame({ jsonrpc: "2.0", id, result: true });
+          for (const events of held) this.write(events);
         });
         return;
       }
@@ -174,7 +180,8 @@ export function fakeNetwork(engine) {
 
     // -- the engine's side ------------------------------------------------
     write(events) {
-      this._frame({ jsonrpc: "2.0", method: "events", params: events });
+      if (this._held) this._held.push(events);
+      else this._frame({ jsonrpc: "2.0", method: "events", params: events });
     }
 
     cut() {

@@ -114,7 +114,8 @@ if (transport === "ws") {
   await assert.rejects(call, (e) => e instanceof CancelledError && e.cause.message === "not wanted");
   assert.equal(events.current.pendingCalls, 0);
   assert.equal(SUBPROTOCOL, "pushengine.jsonrpc");
-  assert.equal(events.current.offerSubprotocol, false, "no subprotocol offered by default");
+  assert.equal(events.current.offerSubprotocol, true, "the subprotocol is offered by default");
+  assert.equal(events.current.socket.protocol, SUBPROTOCOL, "and the engine answers it");
 }
 
 // -- each event once, in order, with no gap ------------------------------------------

@@ -20,7 +20,7 @@
  * @property {string | null} [url]         the socket endpoint (default: beside the Api's URL, "/api/ws")
  * @property {WebSocketConstructor} [WebSocket]  the WebSocket class (default: the global one)
  * @property {boolean} [rpc]               calls over the socket while it is attached (default true)
- * @property {boolean} [offerSubprotocol]  offer SUBPROTOCOL in the handshake (default false: the engine does not answer it yet)
+ * @property {boolean} [offerSubprotocol]  offer SUBPROTOCOL in the handshake (default true)
  * @property {number} [openTimeout]        ms for the socket to open
  * @property {number} [attachTimeout]      ms for the engine to answer session.attach
  */
@@ -36,7 +36,7 @@
  * @returns {string}
  */
 export function socketUrl(url: string, base?: string | undefined): string;
-/** The WebSocket subprotocol of the engine's JSON-RPC (offered only with `offerSubprotocol`). */
+/** The WebSocket subprotocol of the engine's JSON-RPC (offered unless `offerSubprotocol` is false). */
 export const SUBPROTOCOL: "pushengine.jsonrpc";
 /** WebSocket (`GET /api/ws`): events as notifications, and calls over the socket. */
 export class WsTransport extends Transport {
@@ -163,7 +163,7 @@ export type WsExtras = {
      */
     rpc?: boolean | undefined;
     /**
-     * offer SUBPROTOCOL in the handshake (default false: the engine does not answer it yet)
+     * offer SUBPROTOCOL in the handshake (default true)
      */
     offerSubprotocol?: boolean | undefined;
     /**
