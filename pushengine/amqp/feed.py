@@ -24,6 +24,7 @@ from pushengine.amqp.publisher import (
 from pushengine.amqp.url import AmqpUrl, parse_amqp_url
 from pushengine.core.changes import Change, decode_changes, encode_changes
 from pushengine.core.interfaces import ChangeSink
+from pushengine.core.numbers import parse_decimal
 
 log = Logger()
 
@@ -155,6 +156,7 @@ class AmqpFeed:
         self.messages_received = 0
         self.changes_applied = 0
         self.malformed_messages = 0
+        self.bad_headers = 0
         self.malformed_changes = 0
         self.sink_errors = 0
         self.reconnects = 0
@@ -245,6 +247,7 @@ class AmqpFeed:
             "messages_received": self.messages_received,
             "changes_applied": self.changes_applied,
             "malformed_messages": self.malformed_messages,
+            "bad_headers": self.bad_headers,
             "malformed_changes": self.malformed_changes,
             "sink_errors": self.sink_errors,
             "reconnects": self.reconnects,
@@ -448,23 +451,39 @@ class AmqpFeed:
                             tag=message.delivery_tag)
             else:
                 self.changes_applied += len(changes)
+        if header_ms(content.properties) is False:
+            self.bad_headers += 1       # ignored, as a message without it
         sent_at = message_time(content.properties)
         if sent_at is not None:
             self.feed_lag = max(0.0, self.reactor.seconds() - sent_at)
 
 
-def message_time(properties: Mapping[str, Any]) -> float | None:
-    """When a message was published (POSIX seconds), if it says: the
-    ``timestamp_ms`` header, else the ``timestamp`` property."""
+TIMESTAMP_MS_DIGITS = 15      # milliseconds until the year 33658
+
+
+def header_ms(properties: Mapping[str, Any]) -> int | None | bool:
+    """The ``timestamp_ms`` header: its value (ms, above 0), None when the
+    message has none, False when it has one that is not a number of ASCII
+    digits of bounded length (``"²"``, ``"١٢٣"``, ``" 12"``, 5,000 digits)."""
     headers = properties.get("headers")
-    if isinstance(headers, dict):
-        ms = headers.get(TIMESTAMP_MS_HEADER)
-        if isinstance(ms, str) and ms.isdigit():
-            ms = int(ms)
-        if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0:
-            return ms / 1000.0
+    if not isinstance(headers, dict) or TIMESTAMP_MS_HEADER not in headers:
+        return None
+    ms = headers[TIMESTAMP_MS_HEADER]
+    if isinstance(ms, (str, bytes)):
+        ms = parse_decimal(ms, TIMESTAMP_MS_DIGITS)
+    if isinstance(ms, int) and not isinstance(ms, bool) and 0 < ms < 10 ** TIMESTAMP_MS_DIGITS:
+        return ms
+    return False
+
+
+def message_time(properties: Mapping[str, Any]) -> float | None:
+    """When a message was published (POSIX seconds), if it says: a valid
+    ``timestamp_ms`` header, else the ``timestamp`` property."""
+    ms = header_ms(properties)
+    if ms is not None and ms is not False:
+        return ms / 1000.0
     ts = properties.get("timestamp")
-    if isinstance(ts, int) and ts > 0:
+    if isinstance(ts, int) and not isinstance(ts, bool) and ts > 0:
         return float(ts)
     return None
 

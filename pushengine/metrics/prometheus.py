@@ -34,6 +34,8 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
                                                  "engine"),
     ("feed", "malformed_messages"): (COUNTER, None, "AMQP messages dropped as malformed (not "
                                                     "JSON, no change in them)"),
+    ("feed", "bad_headers"): (COUNTER, None, "AMQP messages whose timestamp_ms header was not "
+                                             "ASCII digits of bounded length (ignored)"),
     ("feed", "malformed_changes"): (COUNTER, None, "Changes dropped as malformed from AMQP "
                                                    "messages"),
     ("feed", "sink_errors"): (COUNTER, None, "AMQP messages whose changes the engine failed to "

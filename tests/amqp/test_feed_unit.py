@@ -1,5 +1,9 @@
 """AmqpFeed without a broker: message handling, stats, back-off wiring."""
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import globalLogPublisher
@@ -298,3 +302,23 @@ def test_a_backlog_of_messages_lets_the_reactor_run_between_turns():
     for _ in range(10):
         clock.advance(0)
     assert sink.ids == list(range(1, 11))
+
+
+@given(st.one_of(st.text(max_size=40), st.binary(max_size=20),
+                 st.sampled_from(["²", "١٢٣", "1" * 5000, " 5250", "+5250", "5_250", "5250"])))
+def test_a_timestamp_header_is_ascii_digits_or_ignored(value):
+    """SPEC 18, numbers in headers: a ``timestamp_ms`` header is read only
+    when it is ASCII digits of bounded length; anything else is counted and
+    ignored (the ``timestamp`` property is used), never an exception, and the
+    message's changes are applied as usual."""
+    clock = MemoryReactorClock()
+    clock.advance(10.0)
+    feed, sink = feed_with_sink(clock)
+    props = {"timestamp": 4, "headers": {"timestamp_ms": value}}
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    strict = re.fullmatch(r"[0-9]{1,15}", text) is not None and int(text) > 0
+    assert message_time(props) == (int(text) / 1000.0 if strict else 4.0)
+    feed.handle_message(FakeMessage(b'{"type":"S","action":"upsert","obj":{"id":2}}',
+                                    properties=props))
+    assert sink.ids == [2]
+    assert feed.stats()["bad_headers"] == (0 if strict else 1)
