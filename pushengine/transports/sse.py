@@ -27,6 +27,7 @@ from twisted.web.server import NOT_DONE_YET
 
 from pushengine.core.errors import ApiError, UnknownSession
 from pushengine.core.events import DROPPED, Fragment, utf8
+from pushengine.core.numbers import parse_decimal
 from pushengine.web.policy import HttpPolicy
 from pushengine.web.timing import Clock
 from pushengine.transports.heartbeat import Heartbeat
@@ -123,12 +124,12 @@ def _last_event_id(request: Any) -> int | None | str:
         raw = (request.args.get(b"last_event_id") or [None])[0]
     if raw is None or raw in (b"", ""):
         return None
-    if isinstance(raw, bytes):
-        raw = raw.decode("latin-1")
-    raw = raw.strip()
-    if not raw.isdigit() or len(raw) > 16:
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "replace")
+    seq = parse_decimal(raw.strip(b" \t"), 16)
+    if seq is None:
         return "Last-Event-ID must be the seq of an event (a whole number)"
-    return int(raw)
+    return seq
 
 
 class EventsResource(Resource):

@@ -32,10 +32,11 @@ from twisted.web.http import HTTPChannel
 from twisted.web.server import Site
 
 from pushengine.api.caller import Caller
+from pushengine.core.numbers import parse_decimal
 from pushengine.web.outbox import Outbox
 from pushengine.web.policy import (
-    INTERNAL_ERROR, SEGMENT_UPLOADS, HttpPolicy, closing_answer, error_body, status_line,
-    too_large_message)
+    INTERNAL_ERROR, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS, HttpPolicy, closing_answer,
+    date_line, error_body, path_error, status_line, too_large_message, websocket_upgrade)
 from pushengine.web.routes import CallHandler, HttpAnswer, RouteTable
 from pushengine.web.sendnow import send_now
 from pushengine.web.timing import Clock, Timer
@@ -46,6 +47,7 @@ MAX_URL = 16 * 1024
 MAX_HEAD = 16 * 1024
 MAX_HEADERS = 500
 MAX_WAITING = 16          # parsed requests queued behind one being answered
+LENGTH_DIGITS = 18        # the longest Content-Length read
 Headers = Sequence[tuple[bytes, bytes]]
 
 
@@ -99,7 +101,8 @@ class _Request:
         de-chunked, with its Content-Length)."""
         lines = [b"%s %s HTTP/%s" % (self.method, self.url, self.version.encode())]
         for name, values in self.headers.items():
-            if name in (b"content-length", b"transfer-encoding"):
+            if name in (b"content-length", b"transfer-encoding") \
+                    or (name == b"upgrade" and not self.upgrade):
                 continue
             for value in values:
                 lines.append(name + b": " + value)
@@ -143,10 +146,12 @@ class _Relay:
         self.front.transport.unregisterProducer()
 
     def pauseProducing(self) -> None:
-        self.front.transport.pauseProducing()
+        self.front.behind_paused = True
+        self.front._reading()
 
     def resumeProducing(self) -> None:
-        self.front.transport.resumeProducing()
+        self.front.behind_paused = False
+        self.front._reading()
 
     def stopProducing(self) -> None:
         self.front.transport.stopProducing()
@@ -179,10 +184,26 @@ class FastChannel(Protocol):
         self.peer = ""
         self.plain_caller: Caller | None = None   # of requests without caller headers
         self.reading = False             # in dataReceived: answers wait for the turn's end
+        self.body_timer: Timer | None = None
+        self.counted: str | None = None  # the client address this connection counts under
+        self.proxied = False             # from a trusted proxy: counted at its first request
+        self.websocket = False           # the request just read upgrades to a WebSocket
+        self.paused = False              # reading stopped behind an answer being made
+        self.behind_paused = False       # twisted.web behind asked to stop reading
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
         self.peer = getattr(self.transport.getPeer(), "host", "") or ""
+        policy = self.factory.policy
+        admitted, counted = policy.admit_peer(self.peer)
+        if not admitted:
+            # past --max-client-connections: refused at once, nothing read
+            self.closing = True
+            self.transport.write(closing_answer(429, path_error(TOO_MANY_CONNECTIONS)))
+            self.transport.loseConnection()
+            return
+        self.counted = counted
+        self.proxied = counted is None and bool(policy.connections.limit)
         no_delay = getattr(self.transport, "setTcpNoDelay", None)
         if no_delay is not None:
             # a push server's messages are small and must leave at once: with
@@ -204,9 +225,22 @@ class FastChannel(Protocol):
         self.idle_armed = False         # bytes arrived: the idle timer fires for nothing
         self.reading = True             # answers wait for the turn's end (send)
         try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade as e:
-            self._upgrade(data[e.args[0]:])
+            while True:
+                try:
+                    self.parser.feed_data(data)
+                except httptools.HttpParserUpgrade as e:
+                    rest = data[e.args[0]:]
+                    if self.websocket:
+                        self._upgrade(rest)
+                        break
+                    # any other upgrade (or CONNECT) was an ordinary request:
+                    # what follows it is the next request, for a new parser
+                    self.parser = httptools.HttpRequestParser(self)
+                    if self.closing or not rest:
+                        break
+                    data = rest
+                    continue
+                break
         except httptools.HttpParserCallbackError:
             refused, self.refused = self.refused, None
             if refused is not None:
@@ -219,6 +253,23 @@ class FastChannel(Protocol):
         finally:
             self.reading = False
         self._headers_on_the_clock()
+        self._reading()
+
+    def _reading(self) -> None:
+        """Reading stops while an answer is being made and a request behind
+        it has begun (pipelined behind a parked poll or a stream: its bytes
+        stay in the socket, not in memory here), or while twisted.web behind
+        asks; it goes on once neither holds."""
+        r = self.request
+        hold = self.busy and not self.upgraded and (
+            bool(self.waiting) or (r is not None and not r.streamed))
+        pause = (hold or self.behind_paused) and not self.closing
+        if pause != self.paused and self.transport is not None:
+            self.paused = pause
+            if pause:
+                self.transport.pauseProducing()
+            else:
+                self.transport.resumeProducing()
 
     def _headers_on_the_clock(self) -> None:
         """A request whose headers are not complete has the header deadline
@@ -232,6 +283,8 @@ class FastChannel(Protocol):
 
     def connectionLost(self, reason: Any = None) -> None:
         self.closing = True
+        counted, self.counted = self.counted, None
+        self.factory.policy.release(counted)
         self._cancel_timers()
         self.factory.outbox.forget(self.transport)
         if self.answering is not None:
@@ -277,28 +330,46 @@ class FastChannel(Protocol):
         r.version = parser.get_http_version()
         r.keep_alive = parser.should_keep_alive()
         headers = r.headers
-        # only an Upgrade header (or CONNECT) makes an upgrade
-        r.upgrade = (b"upgrade" in headers or r.method == b"CONNECT") and parser.should_upgrade()
+        # only a WebSocket upgrade hands the connection on: any other
+        # Upgrade header (or CONNECT) is an ordinary request, under the deadlines
+        r.upgrade = b"upgrade" in headers and r.method == b"GET" and parser.should_upgrade() \
+            and websocket_upgrade(headers[b"upgrade"])
+        self.websocket = r.upgrade
         r.path = r.url.split(b"?", 1)[0] if b"?" in r.url else r.url
         lengths = headers.get(b"content-length")
-        length = lengths[0] if lengths is not None else None
         policy = self.factory.policy
+        if self.proxied:
+            # a trusted proxy's connection counts under the client it relays
+            self.proxied = False
+            address = policy.caller(self.peer, headers).address
+            if not policy.admit_client(address):
+                raise self._refuse(429, TOO_MANY_CONNECTIONS)
+            self.counted = address
+        length: int | None = None
+        if lengths is not None:
+            length = parse_decimal(lengths[0], LENGTH_DIGITS)
+            if length is None or len(lengths) > 1:
+                raise self._refuse(400, "bad Content-Length", r.path)
+        chunked = b"transfer-encoding" in headers
+        if (chunked or length) and not r.upgrade:
+            deadline = policy.body_deadline(length)
+            if deadline is not None:
+                self.body_timer = self.factory.clock.callLater(deadline, self._body_too_slow)
         limit = policy.max_body
         if r.path.startswith(SEGMENT_UPLOADS) and policy.upload(r.method, r.path) \
-                and length is not None \
-                and length.isdigit() and not self.busy and not self.waiting:
+                and length is not None and not self.busy and not self.waiting:
             # a segment upload (SPEC 15, up to 1 GiB): never buffered here;
             # twisted.web behind spools it to a file as it arrives
             limit = policy.body_limit(r.method, r.path)
-            if int(length) <= limit:
+            if length <= limit:
                 r.streamed = True
                 self.busy = True
                 # twisted.web behind answers any Expect: 100-continue itself,
                 # after the upload guard judged the headers (a refused upload
                 # gets its final answer, never a 100 Continue)
-                self._behind().dataReceived(r.head(int(length)))
+                self._behind().dataReceived(r.head(length))
                 return
-        if length is not None and length.isdigit() and int(length) > limit:
+        if length is not None and length > limit:
             # answered before a byte of the body is read; the connection closes
             raise self._refuse(413, too_large_message(limit), r.path)
         expect = headers.get(b"expect")
@@ -321,6 +392,7 @@ class FastChannel(Protocol):
     def on_message_complete(self) -> None:
         r, self.request = self.request, None
         assert r is not None
+        self._cancel_body_timer()
         if r.streamed:
             return                      # handed on as it came; answered from behind
         if r.upgrade:
@@ -393,12 +465,13 @@ class FastChannel(Protocol):
 
     def _write(self, r: _Request, status: int, body: bytes, headers: Headers = ()) -> None:
         if status == 200 and not headers and r.keep_alive and not self.closing:
-            # the common answer (a poll's): its head is made once per site
+            # the common answer (a poll's): its head is made once per site,
+            # its Date once per second
             factory = self.factory
-            self.send(factory.ok_head + b"%d" % len(body) + factory.ok_tail + body)
+            self.send(factory.ok_head + b"%d" % len(body) + factory.ok_tail() + body)
             self._done(False)
             return
-        parts = [status_line(status)]
+        parts = [status_line(status), date_line()]
         if status != 204:
             parts.append(b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body))
         parts.append(b"Cache-Control: no-store\r\n")
@@ -418,6 +491,8 @@ class FastChannel(Protocol):
     def _done(self, close: bool = False) -> None:
         """The answer in progress is complete."""
         self.busy = False
+        if self.paused and not close:
+            self._reading()
         if close:
             self.closing = True
             self.factory.outbox.close(self.transport)
@@ -428,6 +503,8 @@ class FastChannel(Protocol):
             self._arm_idle()
         else:
             self._headers_on_the_clock()   # a pipelined request, partly read
+        if self.paused or self.busy:
+            self._reading()
 
     # -- what twisted.web answers ----------------------------------------------------
     def _behind(self) -> Any:
@@ -493,6 +570,18 @@ class FastChannel(Protocol):
             self.header_armed = False
             self._fail(408, "the request headers did not arrive in time")
 
+    def _body_too_slow(self) -> None:
+        self.body_timer = None
+        r = self.request
+        if not self.closing:
+            self._fail(408, "the request body did not arrive in time",
+                       r.path if r is not None else b"")
+
+    def _cancel_body_timer(self) -> None:
+        timer, self.body_timer = self.body_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+
     def _arm_idle(self) -> None:
         timeout = self.factory.idle_timeout
         if timeout and not self.idle_armed and not self.closing:
@@ -509,10 +598,10 @@ class FastChannel(Protocol):
     def _cancel_timers(self) -> None:
         """The connection ends: no timer outlives it."""
         self.header_armed = self.idle_armed = False
-        for timer in (self.header_timer, self.idle_timer):
+        for timer in (self.header_timer, self.idle_timer, self.body_timer):
             if timer is not None and timer.active():
                 timer.cancel()
-        self.header_timer = self.idle_timer = None
+        self.header_timer = self.idle_timer = self.body_timer = None
 
     def _fail(self, status: int, message: str, path: bytes = b"") -> None:
         """Answer an error and close (the request stream is out of step)."""
@@ -560,8 +649,18 @@ class FastSite:
         # a 200 JSON answer on a kept-alive connection: head, length, tail, body
         self.ok_head = (status_line(200) + b"Content-Type: application/json\r\n"
                         b"Content-Length: ")
-        self.ok_tail = b"\r\nCache-Control: no-store\r\n" + b"".join(
-            name + b": " + value + b"\r\n" for name, value in policy.cors_headers) + b"\r\n"
+        self._tail = b"\r\nCache-Control: no-store\r\n" + b"".join(
+            name + b": " + value + b"\r\n" for name, value in policy.cors_headers)
+        self._tail_date = b""
+        self._tail_dated = b""
+
+    def ok_tail(self) -> bytes:
+        """The rest of the common answer's head, with this second's Date."""
+        date = date_line()
+        if date is not self._tail_date:
+            self._tail_date = date
+            self._tail_dated = self._tail + date + b"\r\n"
+        return self._tail_dated
 
     # the factory interface twisted's listening ports use
     def doStart(self) -> None:
