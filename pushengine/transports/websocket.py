@@ -247,6 +247,8 @@ class WebSocketResource(Resource):
                    for value in values]
         try:
             handshake.initiate_upgrade_connection(headers, request.path)
+        except UnicodeError:            # wsproto decodes header values as ASCII
+            return self.policy.stream_answer(request, 400, -32600, "bad request headers")
         except RemoteProtocolError:
             request.setHeader(b"upgrade", b"websocket")
             return self.policy.stream_answer(

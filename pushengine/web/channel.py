@@ -130,6 +130,13 @@ class DeadlineChannel(HTTPChannel):
             self._betweenRequests = False
             self._startHeaderDeadline()
         super().dataReceived(data)
+        if self._transferDecoder is not None and self._bodyCall is None \
+                and self.policy is not None and self.length != 0:
+            # a body still to come after these bytes: its deadline runs from
+            # now (a request read whole in one call never needs the timer)
+            deadline = self.policy.body_deadline(self.length)
+            if deadline is not None:
+                self._bodyCall = self.callLater(deadline, self._bodyTooSlow)
 
     def allHeadersReceived(self) -> None:
         self._cancelHeaderDeadline()
@@ -147,14 +154,10 @@ class DeadlineChannel(HTTPChannel):
                 self._refused = True     # nothing more is read or answered
                 self._closeWith(429, path_error(TOO_MANY_CONNECTIONS))
         super().allHeadersReceived()
-        policy = self.policy
-        if policy is not None and self._transferDecoder is not None and self.length != 0:
-            deadline = policy.body_deadline(self.length)
-            if deadline is not None:
-                self._bodyCall = self.callLater(deadline, self._bodyTooSlow)
 
     def allContentReceived(self) -> None:
-        self._cancelBodyDeadline()
+        if self._bodyCall is not None:
+            self._cancelBodyDeadline()
         if self._refused:
             return
         super().allContentReceived()

@@ -28,11 +28,11 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.http import HTTPChannel
 from twisted.web.server import Site
 
 from pushengine.api.caller import Caller
 from pushengine.core.numbers import parse_decimal
+from pushengine.web.channel import DeadlineChannel
 from pushengine.web.outbox import Outbox
 from pushengine.web.policy import (
     INTERNAL_ERROR, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS, HttpPolicy, closing_answer,
@@ -56,7 +56,8 @@ class _Request:
     and body."""
 
     __slots__ = ("method", "url", "path", "headers", "parts", "size", "too_large",
-                 "keep_alive", "upgrade", "head_size", "version", "count", "streamed")
+                 "keep_alive", "upgrade", "head_size", "version", "count", "streamed",
+                 "length", "body")
 
     def __init__(self) -> None:
         self.method = b""
@@ -72,6 +73,8 @@ class _Request:
         self.count = 0
         self.version = "1.1"
         self.streamed = False           # a segment upload: its body goes on as it comes
+        self.length: int | None = None  # the Content-Length (None: none, or chunked)
+        self.body = False               # a body follows the headers
 
     def header(self, name: bytes) -> bytes | None:
         values = self.headers.get(name)
@@ -253,6 +256,13 @@ class FastChannel(Protocol):
         finally:
             self.reading = False
         self._headers_on_the_clock()
+        r = self.request
+        if r is not None and r.body and self.body_timer is None and not self.closing:
+            # a body still to come after this turn's bytes: its deadline runs
+            # from now (a request read whole in one call never needs the timer)
+            deadline = self.factory.policy.body_deadline(r.length)
+            if deadline is not None:
+                self.body_timer = self.factory.clock.callLater(deadline, self._body_too_slow)
         self._reading()
 
     def _reading(self) -> None:
@@ -328,6 +338,9 @@ class FastChannel(Protocol):
         self.header_armed = False       # the headers came: the deadline fires for nothing
         r.method = parser.get_method()
         r.version = parser.get_http_version()
+        if r.version not in ("1.1", "1.0"):
+            # HTTP/0.9 has no headers to answer with, HTTP/2 its own framing
+            raise self._refuse(400, "bad request: HTTP/1.0 or HTTP/1.1 only")
         r.keep_alive = parser.should_keep_alive()
         headers = r.headers
         # only a WebSocket upgrade hands the connection on: any other
@@ -350,11 +363,9 @@ class FastChannel(Protocol):
             length = parse_decimal(lengths[0], LENGTH_DIGITS)
             if length is None or len(lengths) > 1:
                 raise self._refuse(400, "bad Content-Length", r.path)
-        chunked = b"transfer-encoding" in headers
-        if (chunked or length) and not r.upgrade:
-            deadline = policy.body_deadline(length)
-            if deadline is not None:
-                self.body_timer = self.factory.clock.callLater(deadline, self._body_too_slow)
+        r.length = length
+        r.body = length != 0 and (length is not None or b"transfer-encoding" in headers) \
+            and not r.upgrade
         limit = policy.max_body
         if r.path.startswith(SEGMENT_UPLOADS) and policy.upload(r.method, r.path) \
                 and length is not None and not self.busy and not self.waiting:
@@ -392,7 +403,8 @@ class FastChannel(Protocol):
     def on_message_complete(self) -> None:
         r, self.request = self.request, None
         assert r is not None
-        self._cancel_body_timer()
+        if self.body_timer is not None:
+            self._cancel_body_timer()
         if r.streamed:
             return                      # handed on as it came; answered from behind
         if r.upgrade:
@@ -512,7 +524,9 @@ class FastChannel(Protocol):
         a request is handed on), writing through this one (``_Relay``)."""
         if self.behind is None:
             site: Any = self.factory.site
-            channel: Any = HTTPChannel()
+            # twisted.web's own refusals (a bad header it reads) are JSON too
+            channel: Any = DeadlineChannel()
+            channel.headerTimeout = None
             channel.factory = site
             channel.site = site
             channel.requestFactory = site.requestFactory

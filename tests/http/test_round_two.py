@@ -239,3 +239,16 @@ def test_every_answer_carries_a_date(name: str) -> None:
     assert [r.code for r in replies] == [200, 200, 200, 404, 413]
     for reply in replies:
         assert parsedate_to_datetime(reply.header("date")).tzinfo is not None, reply
+
+
+@pytest.mark.parametrize("name", FRONTS)
+@pytest.mark.parametrize("header", [b"Connection: \x80", b"Upgrade: \xffwebsocket",
+                                    b"Sec-WebSocket-Key: \xb2"])
+def test_a_websocket_handshake_header_that_is_not_ascii_is_a_json_400(
+        name: str, header: bytes) -> None:
+    node, factory = front(name)
+    raw = Raw(factory)
+    raw.send(b"GET /api/ws HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n\r\n")
+    node.clock.advance(0)
+    (reply,) = raw.responses()
+    assert reply.code in (400, 426) and reply.json()["error"]
