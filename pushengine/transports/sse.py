@@ -1,8 +1,10 @@
 """Server-Sent Events: ``GET /api/events?session=SID`` (SPEC section 10).
 
-The answer is ``text/event-stream``: ``retry: 3000``, then one message per
-event, ``id: <seq>`` and ``data: <the event JSON>`` (no ``event:`` field, so
-that every message reaches ``onmessage``), and a ``: ping`` comment after 15
+The answer is ``text/event-stream``: an ``: open`` comment (the head leaves
+at once), then one message per event, ``id: <seq>`` and ``data: <the event
+JSON>`` (no ``event:`` field, so that every message reaches ``onmessage``),
+the first of them also carrying ``retry: 3000`` (a block without data would
+reach clients that read every message as an event as an empty one), and a ``: ping`` comment after 15
 to 20 seconds of silence so that proxies keep the stream open (one sweep for
 all streams: ``heartbeat.py``). A browser that
 reconnects sends ``Last-Event-ID``; ``?last_event_id=N`` does the same by hand:
@@ -35,7 +37,8 @@ from pushengine.transports.producer import StreamProducer
 
 log = Logger()
 PING_INTERVAL = 15.0
-HEAD = b"retry: 3000\n\n"
+HEAD = b": open\n\n"
+RETRY = b"retry: 3000\n"          # with the stream's first message
 PING = b": ping\n\n"
 
 
@@ -61,12 +64,17 @@ class SseStream(StreamProducer):
         self.paused = False
         self.closed = False
         self.last_write = clock.seconds()
+        self.retry = RETRY               # written with the first message, then b""
 
     # -- Delivery ------------------------------------------------------------
     def write(self, first: int, fragments: Sequence[Fragment]) -> None:
         if self.closed:
             return
-        self.request.write(sse_messages(first, fragments))
+        if self.retry:
+            self.retry, data = b"", self.retry + sse_messages(first, fragments)
+            self.request.write(data)
+        else:
+            self.request.write(sse_messages(first, fragments))
         self.last_write = self.clock.seconds()
 
     def writable(self) -> bool:

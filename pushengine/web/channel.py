@@ -166,8 +166,8 @@ class DeadlineChannel(HTTPChannel):
         """A Content-Length of ASCII digits only, of bounded length
         (twisted.web's ``int`` raises past 4,300 digits)."""
         if header == b"Content-Length" and parse_decimal(data, LENGTH_DIGITS) is None:
-            return bool(self._failChooseTransferDecoder())
-        return bool(super()._maybeChooseTransferDecoder(header, data))
+            return self._failChooseTransferDecoder()
+        return super()._maybeChooseTransferDecoder(header, data)  # type: ignore[no-any-return]
 
     def requestDone(self, request: Request) -> None:
         if self.persistent and self.requests and request is self.requests[0]:
