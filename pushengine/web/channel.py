@@ -45,7 +45,7 @@ from twisted.web.server import Request
 
 from pushengine.core.numbers import parse_decimal
 from pushengine.web.policy import (
-    TOO_MANY_CONNECTIONS, HttpPolicy, closing_answer, path_error)
+    LINGER_SECONDS, TOO_MANY_CONNECTIONS, HttpPolicy, closing_answer, path_error)
 from pushengine.web.static import JsonError
 
 # the longest Content-Length read (a 19-digit number still fits 63 bits)
@@ -91,6 +91,9 @@ class DeadlineChannel(HTTPChannel):
 
     def _bodyTooSlow(self) -> None:
         self._bodyCall = None
+        if self.requests and getattr(self.requests[-1], "body_too_large", False):
+            self.loseConnection()       # the lingering close of a 413 ends
+            return
         self._closeWith(408, BODY_TOO_SLOW)
 
     def _closeWith(self, status: int, body: bytes) -> None:
@@ -135,6 +138,8 @@ class DeadlineChannel(HTTPChannel):
             # a body still to come after these bytes: its deadline runs from
             # now (a request read whole in one call never needs the timer)
             deadline = self.policy.body_deadline(self.length)
+            if self.requests and getattr(self.requests[-1], "body_too_large", False):
+                deadline = LINGER_SECONDS   # answered 413: drop the rest for a moment
             if deadline is not None:
                 self._bodyCall = self.callLater(deadline, self._bodyTooSlow)
 

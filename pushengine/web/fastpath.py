@@ -35,7 +35,8 @@ from pushengine.core.numbers import parse_decimal
 from pushengine.web.channel import DeadlineChannel
 from pushengine.web.outbox import Outbox
 from pushengine.web.policy import (
-    INTERNAL_ERROR, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS, HttpPolicy, closing_answer,
+    INTERNAL_ERROR, LINGER_BYTES, LINGER_SECONDS, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS,
+    HttpPolicy, closing_answer,
     date_line, error_body, path_error, status_line, too_large_message, websocket_upgrade)
 from pushengine.web.routes import CallHandler, HttpAnswer, RouteTable
 from pushengine.web.sendnow import send_now
@@ -131,7 +132,12 @@ class _Relay:
 
     def loseConnection(self) -> None:
         self.disconnecting = True
-        self.front.factory.outbox.close(self.front.transport)
+        front = self.front
+        r = front.request
+        if r is not None and r.streamed:
+            front._linger()             # refused before the upload's body ended
+        else:
+            front.factory.outbox.close(front.transport)
 
     def abortConnection(self) -> None:
         self.front.factory.outbox.abort(self.front.transport)
@@ -193,6 +199,9 @@ class FastChannel(Protocol):
         self.websocket = False           # the request just read upgrades to a WebSocket
         self.paused = False              # reading stopped behind an answer being made
         self.behind_paused = False       # twisted.web behind asked to stop reading
+        self.lingering = False           # answered and closing: reading and dropping
+        self.lingered = 0
+        self.linger_timer: Timer | None = None
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -216,6 +225,11 @@ class FastChannel(Protocol):
         self._arm_header_deadline()
 
     def dataReceived(self, data: bytes) -> None:
+        if self.lingering:
+            self.lingered += len(data)
+            if self.lingered > LINGER_BYTES:
+                self._end_linger()
+            return
         if self.upgraded:
             self.reading = True
             try:
@@ -247,7 +261,8 @@ class FastChannel(Protocol):
         except httptools.HttpParserCallbackError:
             refused, self.refused = self.refused, None
             if refused is not None:
-                self._fail(refused.status, refused.message, refused.path)
+                self._fail(refused.status, refused.message, refused.path,
+                           linger=refused.status == 413)
             elif not self.closing:
                 log.failure("a request failed to parse")
                 self._fail(400, "bad request")
@@ -612,18 +627,49 @@ class FastChannel(Protocol):
     def _cancel_timers(self) -> None:
         """The connection ends: no timer outlives it."""
         self.header_armed = self.idle_armed = False
-        for timer in (self.header_timer, self.idle_timer, self.body_timer):
+        for timer in (self.header_timer, self.idle_timer, self.body_timer, self.linger_timer):
             if timer is not None and timer.active():
                 timer.cancel()
-        self.header_timer = self.idle_timer = self.body_timer = None
+        self.header_timer = self.idle_timer = self.body_timer = self.linger_timer = None
 
-    def _fail(self, status: int, message: str, path: bytes = b"") -> None:
-        """Answer an error and close (the request stream is out of step)."""
+    def _fail(self, status: int, message: str, path: bytes = b"",
+              linger: bool = False) -> None:
+        """Answer an error and close (the request stream is out of step);
+        ``linger``: a body is still arriving (``_linger``)."""
         if self.closing:
             return
         self.closing = True
         self._cancel_timers()
         self.send(closing_answer(status, error_body(path, message)))
+        if linger:
+            self._linger()
+        else:
+            self.factory.outbox.close(self.transport)
+
+    def _linger(self) -> None:
+        """Lingering close: the answer refused a body that is still
+        arriving; closing now would make the client's kernel reset the
+        connection, and the answer with it, while the client still sends.
+        Stop writing (half-close), read and drop for ``LINGER_SECONDS`` or
+        ``LINGER_BYTES``, then close."""
+        if self.lingering:
+            return
+        self.closing = self.lingering = True
+        self._cancel_timers()
+        self.factory.outbox.flush_one(self.transport)
+        half_close = getattr(self.transport, "loseWriteConnection", None)
+        if half_close is not None:
+            half_close()
+        if self.paused:
+            self.paused = False
+            self.transport.resumeProducing()
+        self.linger_timer = self.factory.clock.callLater(LINGER_SECONDS, self._end_linger)
+
+    def _end_linger(self) -> None:
+        timer, self.linger_timer = self.linger_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        self.lingering = False
         self.factory.outbox.close(self.transport)
 
 

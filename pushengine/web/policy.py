@@ -170,6 +170,13 @@ def query_of(uri: bytes) -> bytes:
     return uri.partition(b"?")[2]
 
 
+# lingering close: after an answer that refuses a body still arriving (413,
+# or 401/403 before an upload body), the connection stops writing and reads
+# and drops what comes for this long or this many bytes, then closes, so
+# that the client is not reset before it reads the answer (nginx's
+# lingering_timeout is 5 s)
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 1 << 20
 BODY_RATE = 64 * 1024       # bytes per second a large body must keep up at least
 TOO_MANY_CONNECTIONS = "too many connections from this client"
 

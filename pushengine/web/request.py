@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from twisted.web.server import Request
 
-from pushengine.web.policy import HttpPolicy, too_large
+from pushengine.web.policy import LINGER_BYTES, HttpPolicy, too_large
 
 
 class LimitedRequest(Request):
@@ -43,6 +43,11 @@ class LimitedRequest(Request):
             self._refuse()
         if not self.body_too_large:
             super().handleContentChunk(data)
+        elif self._received > self.max_body + LINGER_BYTES:
+            # read and dropped for long enough (lingering close): close now
+            channel = self.channel
+            if channel is not None and channel.transport is not None:
+                channel.transport.loseConnection()
 
     def _refuse(self) -> None:
         """Answer 413 now, before the body has arrived."""

@@ -252,3 +252,39 @@ def test_a_websocket_handshake_header_that_is_not_ascii_is_a_json_400(
     node.clock.advance(0)
     (reply,) = raw.responses()
     assert reply.code in (400, 426) and reply.json()["error"]
+
+
+# -- lingering close after an early refusal --------------------------------------------------
+
+@pytest.mark.parametrize("name", FRONTS)
+def test_a_refused_body_is_read_and_dropped_for_a_moment_before_the_close(name: str) -> None:
+    from pushengine.web.policy import LINGER_SECONDS
+    node, factory = front(name, "--max-body", "1000")
+    raw = Raw(factory)
+    raw.send(http_request("POST", "/api/jsonrpc", b"x" * 500, {}, length=10_000_000))
+    node.clock.advance(0)
+    (reply,) = raw.responses()
+    assert reply.code == 413 and reply.json()["error"]["code"] == -32600
+    # the body still arriving is read and dropped: no reset under the client's answer
+    assert not raw.closing
+    raw.send(b"x" * 100_000)
+    node.clock.advance(LINGER_SECONDS - 0.1)
+    assert not raw.closing
+    node.clock.advance(0.2)                     # then the connection closes
+    assert raw.closing
+    assert len(raw.responses()) == 1
+
+
+@pytest.mark.parametrize("name", FRONTS)
+def test_a_lingering_close_ends_after_a_bounded_number_of_bytes(name: str) -> None:
+    from pushengine.web.policy import LINGER_BYTES
+    node, factory = front(name, "--max-body", "1000")
+    raw = Raw(factory)
+    raw.send(http_request("POST", "/api/jsonrpc", b"", {}, length=100_000_000))
+    node.clock.advance(0)
+    sent = 0
+    while not raw.closing and sent < 4 * LINGER_BYTES:
+        raw.send(b"x" * 65536)
+        sent += 65536
+    assert raw.closing and sent <= LINGER_BYTES + 2 * 65536 + 1000
+    assert [r.code for r in raw.responses()] == [413]
