@@ -120,16 +120,23 @@ def closed_by_node(sock: socket.socket) -> bool:
         return True
 
 
-def attack_body(port: int, seconds: float) -> str:
+def open_many(port: int, count: int, first: bytes) -> tuple[list[socket.socket], int]:
+    """``count`` connections that each sent ``first``; and how many the kernel refused."""
     socks, refused = [], 0
-    for _ in range(1000):
+    for _ in range(count):
         try:
             sock = raw_connect(port)
-            sock.sendall(b"POST /api/jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
-                         b"Content-Type: application/json\r\n\r\n{\"a\":")
+            sock.sendall(first)
             socks.append(sock)
         except OSError:
             refused += 1
+    return socks, refused
+
+
+def attack_body(port: int, seconds: float) -> str:
+    socks, refused = open_many(port, 1000, b"POST /api/jsonrpc HTTP/1.1\r\nHost: x\r\n"
+                               b"Content-Length: 100\r\nContent-Type: application/json\r\n"
+                               b"\r\n{\"a\":")
     time.sleep(seconds)
     closed = sum(closed_by_node(s) for s in socks)
     for s in socks:
@@ -139,15 +146,8 @@ def attack_body(port: int, seconds: float) -> str:
 
 
 def attack_upgrade(port: int, seconds: float) -> str:
-    socks = []
-    for _ in range(200):
-        try:
-            sock = raw_connect(port)
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\n"
-                         b"Upgrade: h2c\r\n\r\nGET /health HTTP/1.1\r\n")
-            socks.append(sock)
-        except OSError:
-            pass
+    socks, _ = open_many(port, 200, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: upgrade"
+                         b"\r\nUpgrade: h2c\r\n\r\nGET /health HTTP/1.1\r\n")
     end = time.time() + seconds
     n = 0
     while time.time() < end:

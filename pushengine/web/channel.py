@@ -55,6 +55,11 @@ HEADERS_TOO_SLOW = path_error("the request headers did not arrive in time")
 BODY_TOO_SLOW = path_error("the request body did not arrive in time")
 
 
+def _cancel(call: IDelayedCall | None) -> None:
+    if call is not None and call.active():
+        call.cancel()
+
+
 class DeadlineChannel(HTTPChannel):
     """An ``HTTPChannel`` whose requests must finish their headers in time."""
 
@@ -76,8 +81,7 @@ class DeadlineChannel(HTTPChannel):
 
     def _cancelHeaderDeadline(self) -> None:
         call, self._headerCall = self._headerCall, None
-        if call is not None and call.active():
-            call.cancel()
+        _cancel(call)
 
     def _headersTooSlow(self) -> None:
         self._headerCall = None
@@ -86,8 +90,7 @@ class DeadlineChannel(HTTPChannel):
     # -- the body deadline (--body-timeout) -------------------------------------
     def _cancelBodyDeadline(self) -> None:
         call, self._bodyCall = self._bodyCall, None
-        if call is not None and call.active():
-            call.cancel()
+        _cancel(call)
 
     def _bodyTooSlow(self) -> None:
         self._bodyCall = None
