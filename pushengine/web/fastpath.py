@@ -49,6 +49,12 @@ MAX_HEAD = 16 * 1024
 MAX_HEADERS = 500
 MAX_WAITING = 16          # parsed requests queued behind one being answered
 LENGTH_DIGITS = 18        # the longest Content-Length read
+# the bytes of a chunked body's framing (size lines, extensions, trailers)
+# beyond its data: CHUNK_LINE per chunk (twisted.web's longest chunk-size
+# line) and FRAMING_SLACK in all
+CHUNK_LINE = 1024
+FRAMING_SLACK = 4096
+FRAMING_SLICE = 4096      # a chunked body in progress is parsed in slices this long
 Headers = Sequence[tuple[bytes, bytes]]
 
 
@@ -58,7 +64,7 @@ class _Request:
 
     __slots__ = ("method", "url", "path", "headers", "parts", "size", "too_large",
                  "keep_alive", "upgrade", "head_size", "version", "count", "streamed",
-                 "length", "body")
+                 "length", "body", "chunks", "framing")
 
     def __init__(self) -> None:
         self.method = b""
@@ -76,6 +82,8 @@ class _Request:
         self.streamed = False           # a segment upload: its body goes on as it comes
         self.length: int | None = None  # the Content-Length (None: none, or chunked)
         self.body = False               # a body follows the headers
+        self.chunks = 0                 # chunk headers read
+        self.framing = 0                # bytes of a chunked body that are not data
 
     def header(self, name: bytes) -> bytes | None:
         values = self.headers.get(name)
@@ -202,6 +210,8 @@ class FastChannel(Protocol):
         self.lingering = False           # answered and closing: reading and dropping
         self.lingered = 0
         self.linger_timer: Timer | None = None
+        self.messages = 0                # requests begun and ended, counted
+        self.body_read = 0               # body bytes of the current read
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -242,6 +252,42 @@ class FastChannel(Protocol):
         self.idle_armed = False         # bytes arrived: the idle timer fires for nothing
         self.reading = True             # answers wait for the turn's end (send)
         try:
+            r = self.request
+            if r is not None and r.body and r.length is None and not r.streamed and r.method:
+                data = self._chunked_body(r, data)
+            if data and not self.closing:
+                self._feed(data)
+        finally:
+            self.reading = False
+        self._headers_on_the_clock()
+        r = self.request
+        if r is not None and r.body and self.body_timer is None and not self.closing:
+            # a body still to come after this turn's bytes: its deadline runs
+            # from now (a request read whole in one call never needs the timer)
+            deadline = self.factory.policy.body_deadline(r.length)
+            if deadline is not None:
+                self.body_timer = self.factory.clock.callLater(deadline, self._body_too_slow)
+        self._reading()
+
+    def _chunked_body(self, r: _Request, data: bytes) -> bytes:
+        """Feed what continues ``r``'s chunked body in slices, each of which
+        either is all ``r``'s (its bytes that are not data count as framing:
+        chunk-size lines, extensions, trailers; JSON 400 past the bound) or
+        ends it; answer what follows ``r``."""
+        while data and self.request is r and not self.closing:
+            piece, data = data[:FRAMING_SLICE], data[FRAMING_SLICE:]
+            messages, self.body_read = self.messages, 0
+            self._feed(piece)
+            if self.request is r and self.messages == messages and not self.closing:
+                r.framing += len(piece) - self.body_read
+                if r.framing > FRAMING_SLACK + CHUNK_LINE * r.chunks:
+                    self._fail(400, "the chunked body's framing is too long (chunk sizes, "
+                                    "extensions, trailers)", r.path)
+        return data
+
+    def _feed(self, data: bytes) -> None:
+        """Parse ``data``: requests are answered as they complete."""
+        try:
             while True:
                 try:
                     self.parser.feed_data(data)
@@ -268,17 +314,6 @@ class FastChannel(Protocol):
                 self._fail(400, "bad request")
         except httptools.HttpParserError:
             self._fail(400, "bad request")
-        finally:
-            self.reading = False
-        self._headers_on_the_clock()
-        r = self.request
-        if r is not None and r.body and self.body_timer is None and not self.closing:
-            # a body still to come after this turn's bytes: its deadline runs
-            # from now (a request read whole in one call never needs the timer)
-            deadline = self.factory.policy.body_deadline(r.length)
-            if deadline is not None:
-                self.body_timer = self.factory.clock.callLater(deadline, self._body_too_slow)
-        self._reading()
 
     def _reading(self) -> None:
         """Reading stops while an answer is being made and a request behind
@@ -324,6 +359,12 @@ class FastChannel(Protocol):
     # -- parser callbacks --------------------------------------------------------
     def on_message_begin(self) -> None:
         self.request = _Request()
+        self.messages += 1
+
+    def on_chunk_header(self) -> None:
+        r = self.request
+        if r is not None:
+            r.chunks += 1
 
     def on_url(self, url: bytes) -> None:
         r = self.request
@@ -406,6 +447,7 @@ class FastChannel(Protocol):
     def on_body(self, body: bytes) -> None:
         r = self.request
         assert r is not None
+        self.body_read += len(body)
         if r.streamed:
             self.behind.dataReceived(body)
             return
@@ -418,6 +460,7 @@ class FastChannel(Protocol):
     def on_message_complete(self) -> None:
         r, self.request = self.request, None
         assert r is not None
+        self.messages += 1
         if self.body_timer is not None:
             self._cancel_body_timer()
         if r.streamed:

@@ -288,3 +288,39 @@ def test_a_lingering_close_ends_after_a_bounded_number_of_bytes(name: str) -> No
         sent += 65536
     assert raw.closing and sent <= LINGER_BYTES + 2 * 65536 + 1000
     assert [r.code for r in raw.responses()] == [413]
+
+
+# -- chunk sizes and extensions -----------------------------------------------------------------
+
+CHUNKED = (b"POST /api/jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Transfer-Encoding: chunked\r\n\r\n")
+
+
+@pytest.mark.parametrize("name", FRONTS)
+@pytest.mark.parametrize("line", [b"0" * 100_000 + b"2", b"2;" + b"a" * 100_000,
+                                  b"2;x=" + b"b" * 200_000, b"1" * 70_000])
+def test_a_chunk_size_line_without_bound_is_a_json_400(name: str, line: bytes) -> None:
+    node, factory = front(name)
+    raw = Raw(factory)
+    data = CHUNKED + line + b"\r\n{}\r\n0\r\n\r\n"
+    for i in range(0, len(data), 65536):
+        if raw.closing:
+            break
+        raw.send(data[i:i + 65536])
+    node.clock.advance(0)
+    (reply,) = raw.responses()
+    assert reply.code == 400 and raw.closing
+    reply.json()
+
+
+@pytest.mark.parametrize("name", FRONTS)
+def test_many_small_chunks_with_short_extensions_are_served(name: str) -> None:
+    node, factory = front(name)
+    raw = Raw(factory)
+    body = b'{"jsonrpc":"2.0","id":4,"method":"stats.online"}' + b" " * 2000
+    data = CHUNKED + b"".join(b"1;n=%d\r\n%s\r\n" % (i, body[i:i + 1])
+                              for i in range(len(body))) + b"0\r\n\r\n"
+    for i in range(0, len(data), 1000):
+        raw.send(data[i:i + 1000])
+    node.clock.advance(0)
+    assert [(r.code, r.json()["id"]) for r in raw.responses()] == [(200, 4)]
