@@ -20,6 +20,7 @@ policy (``policy.py``), as on twisted.web.
 """
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any, Callable, Iterable, Sequence
 
@@ -133,7 +134,13 @@ class _Relay:
         self.disconnecting = False
 
     def write(self, data: bytes) -> None:
-        self.front.send(data)
+        front = self.front
+        front.send(data)
+        r = front.request
+        if r is not None and r.streamed and not data.startswith(b"HTTP/1.1 1"):
+            # a final answer before the upload's body ended: it was refused
+            # (401, 403, 413); the rest of the body is read and dropped
+            front._linger()
 
     def writeSequence(self, data: Iterable[bytes]) -> None:
         self.front.send(b"".join(data))
@@ -210,8 +217,6 @@ class FastChannel(Protocol):
         self.lingering = False           # answered and closing: reading and dropping
         self.lingered = 0
         self.linger_timer: Timer | None = None
-        self.messages = 0                # requests begun and ended, counted
-        self.body_read = 0               # body bytes of the current read
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -276,10 +281,10 @@ class FastChannel(Protocol):
         ends it; answer what follows ``r``."""
         while data and self.request is r and not self.closing:
             piece, data = data[:FRAMING_SLICE], data[FRAMING_SLICE:]
-            messages, self.body_read = self.messages, 0
+            size = r.size
             self._feed(piece)
-            if self.request is r and self.messages == messages and not self.closing:
-                r.framing += len(piece) - self.body_read
+            if self.request is r and not self.closing:
+                r.framing += len(piece) - (r.size - size)
                 if r.framing > FRAMING_SLACK + CHUNK_LINE * r.chunks:
                     self._fail(400, "the chunked body's framing is too long (chunk sizes, "
                                     "extensions, trailers)", r.path)
@@ -359,7 +364,6 @@ class FastChannel(Protocol):
     # -- parser callbacks --------------------------------------------------------
     def on_message_begin(self) -> None:
         self.request = _Request()
-        self.messages += 1
 
     def on_chunk_header(self) -> None:
         r = self.request
@@ -447,7 +451,6 @@ class FastChannel(Protocol):
     def on_body(self, body: bytes) -> None:
         r = self.request
         assert r is not None
-        self.body_read += len(body)
         if r.streamed:
             self.behind.dataReceived(body)
             return
@@ -460,7 +463,6 @@ class FastChannel(Protocol):
     def on_message_complete(self) -> None:
         r, self.request = self.request, None
         assert r is not None
-        self.messages += 1
         if self.body_timer is not None:
             self._cancel_body_timer()
         if r.streamed:
@@ -538,7 +540,7 @@ class FastChannel(Protocol):
             # the common answer (a poll's): its head is made once per site,
             # its Date once per second
             factory = self.factory
-            self.send(factory.ok_head + b"%d" % len(body) + factory.ok_tail() + body)
+            self.send(factory.ok_head + b"%d" % len(body) + factory.ok_tail + body)
             self._done(False)
             return
         parts = [status_line(status), date_line()]
@@ -754,23 +756,32 @@ class FastSite:
                         b"Content-Length: ")
         self._tail = b"\r\nCache-Control: no-store\r\n" + b"".join(
             name + b": " + value + b"\r\n" for name, value in policy.cors_headers)
-        self._tail_date = b""
-        self._tail_dated = b""
+        self.ok_tail = b""
+        self._ticking: Timer | None = None
+        self._date()
 
-    def ok_tail(self) -> bytes:
-        """The rest of the common answer's head, with this second's Date."""
-        date = date_line()
-        if date is not self._tail_date:
-            self._tail_date = date
-            self._tail_dated = self._tail + date + b"\r\n"
-        return self._tail_dated
+    def _date(self) -> None:
+        """The rest of the common answer's head with the current Date: made
+        again every second while the site listens (``doStart``), so that an
+        answer pays nothing for its Date."""
+        self.ok_tail = self._tail + date_line() + b"\r\n"
+
+    def _tick(self) -> None:
+        self._date()
+        now = time.time()
+        self._ticking = self.clock.callLater(1.0 - now % 1.0 + 0.001, self._tick)
 
     # the factory interface twisted's listening ports use
     def doStart(self) -> None:
         self.site.doStart()
+        if self._ticking is None:
+            self._tick()
 
     def doStop(self) -> None:
         self.site.doStop()
+        ticking, self._ticking = self._ticking, None
+        if ticking is not None and ticking.active():
+            ticking.cancel()
 
     def buildProtocol(self, addr: Any) -> FastChannel:
         return FastChannel(self)

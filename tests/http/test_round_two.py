@@ -324,3 +324,33 @@ def test_many_small_chunks_with_short_extensions_are_served(name: str) -> None:
         raw.send(data[i:i + 1000])
     node.clock.advance(0)
     assert [(r.code, r.json()["id"]) for r in raw.responses()] == [(200, 4)]
+
+
+@pytest.mark.parametrize("name", FRONTS)
+def test_an_upload_refused_before_its_body_lingers_then_closes(name: str) -> None:
+    from pushengine.web.policy import LINGER_SECONDS
+    node, factory = front(name, "--api-key", "k" * 20)
+    raw = Raw(factory, host="203.0.113.7")
+    raw.send(b"POST /api/segments/fans HTTP/1.1\r\nHost: x\r\nContent-Type: text/csv\r\n"
+             b"Content-Length: 100000000\r\n\r\n" + b"a@example.com\n" * 100)
+    node.clock.advance(0)
+    (reply,) = raw.responses()
+    assert reply.code in (401, 403) and reply.json()["error"]
+    assert not raw.closing
+    raw.send(b"b@example.com\n" * 5000)
+    node.clock.advance(LINGER_SECONDS + 0.1)
+    assert raw.closing
+    assert len(raw.responses()) == 1
+
+
+def test_the_fast_fronts_date_is_made_again_every_second_while_it_listens() -> None:
+    node, factory = front("fast")
+    before = len(node.clock.getDelayedCalls())
+    factory.doStart()
+    assert len(node.clock.getDelayedCalls()) == before + 1
+    tail = factory.ok_tail
+    node.clock.advance(1.01)
+    assert b"Date: " in factory.ok_tail and len(node.clock.getDelayedCalls()) == before + 1
+    assert factory.ok_tail.startswith(tail.partition(b"Date: ")[0])
+    factory.doStop()
+    assert len(node.clock.getDelayedCalls()) == before
