@@ -135,7 +135,8 @@ class EngineServer:
                 "--session-timeout", "120", "--ping-interval", "3600",
                 # every simulated client shares 127.0.0.1: the per-client
                 # limits (docs/hardening.md) would measure themselves
-                "--client-rate", "0", "--max-client-sessions", "0", *self.extra]
+                "--client-rate", "0", "--max-client-sessions", "0",
+                "--max-client-connections", "0", *self.extra]
 
     def start(self) -> "EngineServer":
         raise_nofile()  # inherited by the child: its `ulimit -n`

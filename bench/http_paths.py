@@ -100,6 +100,7 @@ def measure_woken(front: str, polls: int, changes: int = 5) -> tuple[float, floa
     then they park again. A long-polling session costs both per change."""
     from pushengine.core.changes import Change
     node = ClockNode("--http", front, "--client-rate", "0", "--max-client-sessions", "0",
+                     "--max-client-connections", "0",
                      "--max-sessions", "0")
     without_timers(node.clock)
     factory = node.http_factory()

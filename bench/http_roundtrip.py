@@ -51,6 +51,7 @@ def start_engine(port: int, workdir: str, *extra: str) -> subprocess.Popen:
     twistd = shutil.which("twistd", path=os.path.dirname(sys.executable)) or "twistd"
     proc = subprocess.Popen([twistd, "-n", "--pidfile=", f"--logfile={workdir}/engine.log",
                              "pushengine", "--port", f"tcp:{port}", "--client-rate", "0",
+                             "--max-client-connections", "0",
                              *extra],
                             cwd=workdir)
     deadline = time.time() + 30

@@ -23,6 +23,8 @@ DEFAULTS = {
     "max-timeout": 90.0,
     "header-timeout": 10.0,
     "idle-timeout": 120.0,
+    "body-timeout": 30.0,
+    "max-client-connections": 256,
     "max-sessions": 0,
     "max-subscriptions": 50,
     "max-queue": 1000,
@@ -282,6 +284,9 @@ def test_connection_deadlines_from_the_command_line_and_the_environment() -> Non
     ["--header-timeout", "inf"], ["--header-timeout", "soon"],
     ["--idle-timeout", "0"], ["--idle-timeout", "-30"], ["--idle-timeout", "inf"],
     ["--idle-timeout", "later"],
+    ["--body-timeout", "0"], ["--body-timeout", "-1"], ["--body-timeout", "inf"],
+    ["--body-timeout", "slow"], ["--max-client-connections", "-1"],
+    ["--max-client-connections", "many"],
 ])
 def test_connection_deadline_usage_errors(argv: list[str]) -> None:
     with pytest.raises(usage.UsageError, match=argv[0]):

@@ -166,7 +166,8 @@ class Node:
         self.policy = HttpPolicy(ApiKeys.from_options(options["api-key"], options["api-keys"]),
                                  options["cors-origin"],
                                  ClientAddresses(options["trusted-proxies"]),
-                                 options["max-body"], options["max-segment-body"])
+                                 options["max-body"], options["max-segment-body"],
+                                 options["body-timeout"], options["max-client-connections"])
         self.publisher = Publisher(self.feed, self.catalog.id_fields, options["publish-key"])
         from pushengine.web.segments import SegmentsResource
         self.segment_uploads = SegmentsResource(self.segments, self.policy, self.publisher,
@@ -420,7 +421,7 @@ class Node:
                           timeout=self.options["idle-timeout"],
                           reactor=self.reactor, parsePOSTFormSubmission=False)
         # twisted declares the factory's protocol as a function: set as an attribute
-        cast(Any, site).protocol = deadline_protocol(self.options["header-timeout"])
+        cast(Any, site).protocol = deadline_protocol(self.options["header-timeout"], self.policy)
         site.access_log = bool(self.options["access-log"])
         site.requestFactory = limited_request_factory(self.policy)
         # a segment upload is judged before its body is spooled (SPEC 15)

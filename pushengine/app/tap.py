@@ -34,6 +34,10 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("header-timeout", 10.0, "Seconds a connection has to send a request's headers.", float),
     ("idle-timeout", None, "Seconds a connection may stay idle between requests "
                            "(default: --max-timeout + 30).", float),
+    ("body-timeout", 30.0, "Seconds a request body has to arrive whole after its headers "
+     "(plus one per 64 KiB past the first 64 KiB; then 408 and closed).", float),
+    ("max-client-connections", 256, "Connections one client (address) may hold open at once "
+     "(0: no limit).", int),
     ("max-sessions", 0, "Sessions one node holds at most (0: no limit).", int),
     ("max-subscriptions", 50, "Subscriptions per session.", int),
     ("max-queue", 1000, "Events queued per session before it gets a reset.", int),
@@ -115,7 +119,7 @@ class Options(usage.Options):
         if self["idle-timeout"] is None:
             self["idle-timeout"] = self["max-timeout"] + 30.0
         for name in ("session-timeout", "max-timeout", "ping-interval", "online-period",
-                     "demo-rate", "header-timeout", "idle-timeout"):
+                     "demo-rate", "header-timeout", "idle-timeout", "body-timeout"):
             if not self[name] > 0 or not math.isfinite(self[name]):
                 raise usage.UsageError(f"--{name} must be a number greater than 0")
         for name in ("max-subscriptions", "max-queue", "max-body", "max-batch",
@@ -128,6 +132,8 @@ class Options(usage.Options):
             raise usage.UsageError("--max-sessions must be 0 (no limit) or more")
         if self["http"] not in ("fast", "twisted"):
             raise usage.UsageError("--http must be fast or twisted")
+        if self["max-client-connections"] < 0:
+            raise usage.UsageError("--max-client-connections must be 0 (no limit) or more")
         if self["max-client-sessions"] < 0:
             raise usage.UsageError("--max-client-sessions must be 0 (no limit) or more")
         if not (self["client-rate"] >= 0 and math.isfinite(self["client-rate"])):

@@ -16,6 +16,9 @@ def parse_decimal(text: str | bytes, max_digits: int) -> int | None:
     """The value of ``text`` when it is 1 to ``max_digits`` ASCII digits
     (``0``-``9``; leading zeros allowed), else None. No sign, no spaces, no
     underscores, no other script's digits."""
+    if type(text) is bytes:
+        # bytes.isdigit is true of ASCII digits only (the common case, fast)
+        return int(text) if 0 < len(text) <= max_digits and text.isdigit() else None
     if isinstance(text, str):
         if not text.isascii():
             return None

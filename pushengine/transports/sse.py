@@ -1,8 +1,10 @@
 """Server-Sent Events: ``GET /api/events?session=SID`` (SPEC section 10).
 
-The answer is ``text/event-stream``: ``retry: 3000``, then one message per
-event, ``id: <seq>`` and ``data: <the event JSON>`` (no ``event:`` field, so
-that every message reaches ``onmessage``), and a ``: ping`` comment after 15
+The answer is ``text/event-stream``: an ``: open`` comment (the head leaves
+at once), then one message per event, ``id: <seq>`` and ``data: <the event
+JSON>`` (no ``event:`` field, so that every message reaches ``onmessage``),
+the first of them also carrying ``retry: 3000`` (a block without data would
+reach clients that read every message as an event as an empty one), and a ``: ping`` comment after 15
 to 20 seconds of silence so that proxies keep the stream open (one sweep for
 all streams: ``heartbeat.py``). A browser that
 reconnects sends ``Last-Event-ID``; ``?last_event_id=N`` does the same by hand:
@@ -27,6 +29,7 @@ from twisted.web.server import NOT_DONE_YET
 
 from pushengine.core.errors import ApiError, UnknownSession
 from pushengine.core.events import DROPPED, Fragment, utf8
+from pushengine.core.numbers import parse_decimal
 from pushengine.web.policy import HttpPolicy
 from pushengine.web.timing import Clock
 from pushengine.transports.heartbeat import Heartbeat
@@ -34,7 +37,8 @@ from pushengine.transports.producer import StreamProducer
 
 log = Logger()
 PING_INTERVAL = 15.0
-HEAD = b"retry: 3000\n\n"
+HEAD = b": open\n\n"
+RETRY = b"retry: 3000\n"          # with the stream's first message
 PING = b": ping\n\n"
 
 
@@ -60,12 +64,17 @@ class SseStream(StreamProducer):
         self.paused = False
         self.closed = False
         self.last_write = clock.seconds()
+        self.retry = RETRY               # written with the first message, then b""
 
     # -- Delivery ------------------------------------------------------------
     def write(self, first: int, fragments: Sequence[Fragment]) -> None:
         if self.closed:
             return
-        self.request.write(sse_messages(first, fragments))
+        if self.retry:
+            self.retry, data = b"", self.retry + sse_messages(first, fragments)
+            self.request.write(data)
+        else:
+            self.request.write(sse_messages(first, fragments))
         self.last_write = self.clock.seconds()
 
     def writable(self) -> bool:
@@ -123,12 +132,12 @@ def _last_event_id(request: Any) -> int | None | str:
         raw = (request.args.get(b"last_event_id") or [None])[0]
     if raw is None or raw in (b"", ""):
         return None
-    if isinstance(raw, bytes):
-        raw = raw.decode("latin-1")
-    raw = raw.strip()
-    if not raw.isdigit() or len(raw) > 16:
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "replace")
+    seq = parse_decimal(raw.strip(b" \t"), 16)
+    if seq is None:
         return "Last-Event-ID must be the seq of an event (a whole number)"
-    return int(raw)
+    return seq
 
 
 class EventsResource(Resource):

@@ -401,6 +401,8 @@ class WebSocketResource(Resource):
         try:
             handshake.initiate_upgrade_connection(headers, request.path)
             offer = next((e for e in handshake.events() if isinstance(e, Request)), None)
+        except UnicodeError:            # wsproto decodes header values as ASCII
+            return self.policy.stream_answer(request, 400, -32600, "bad request headers")
         except RemoteProtocolError:
             offer = None
         if offer is None:

@@ -43,19 +43,33 @@ from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
 from twisted.web.server import Request
 
-from pushengine.web.policy import closing_answer, path_error
+from pushengine.core.numbers import parse_decimal
+from pushengine.web.policy import (
+    LINGER_SECONDS, TOO_MANY_CONNECTIONS, HttpPolicy, closing_answer, path_error)
 from pushengine.web.static import JsonError
 
+# the longest Content-Length read (a 19-digit number still fits 63 bits)
+LENGTH_DIGITS = 18
+BAD_REQUEST = path_error("bad request")
+HEADERS_TOO_SLOW = path_error("the request headers did not arrive in time")
+BODY_TOO_SLOW = path_error("the request body did not arrive in time")
 
-BAD_REQUEST = closing_answer(400, path_error("bad request"))
-HEADERS_TOO_SLOW = closing_answer(408, path_error("the request headers did not arrive in time"))
+
+def _cancel(call: IDelayedCall | None) -> None:
+    if call is not None and call.active():
+        call.cancel()
 
 
 class DeadlineChannel(HTTPChannel):
     """An ``HTTPChannel`` whose requests must finish their headers in time."""
 
     headerTimeout: float | None = 10.0
+    policy: HttpPolicy | None = None
     _headerCall: IDelayedCall | None = None
+    _bodyCall: IDelayedCall | None = None
+    _counted: str | None = None         # the client address this connection counts under
+    _proxied = False                    # from a trusted proxy: counted at its first request
+    _refused = False
     # between requests of a keep-alive connection, before a byte of the next
     _betweenRequests = False
 
@@ -67,15 +81,30 @@ class DeadlineChannel(HTTPChannel):
 
     def _cancelHeaderDeadline(self) -> None:
         call, self._headerCall = self._headerCall, None
-        if call is not None and call.active():
-            call.cancel()
+        _cancel(call)
 
     def _headersTooSlow(self) -> None:
         self._headerCall = None
+        self._closeWith(408, HEADERS_TOO_SLOW)
+
+    # -- the body deadline (--body-timeout) -------------------------------------
+    def _cancelBodyDeadline(self) -> None:
+        call, self._bodyCall = self._bodyCall, None
+        _cancel(call)
+
+    def _bodyTooSlow(self) -> None:
+        self._bodyCall = None
+        if self.requests and getattr(self.requests[-1], "body_too_large", False):
+            self.loseConnection()       # the lingering close of a 413 ends
+            return
+        self._closeWith(408, BODY_TOO_SLOW)
+
+    def _closeWith(self, status: int, body: bytes) -> None:
+        """Answer a JSON error and close, whatever the request's state."""
         transport = self.transport
         if transport is None or getattr(transport, "disconnecting", False):
             return
-        transport.write(HEADERS_TOO_SLOW)
+        transport.write(closing_answer(status, body))
         # like twisted.web's idle timeout: a client that does not read its
         # answer does not hold the connection beyond abortTimeout either
         if self.abortTimeout is not None and self._abortingCall is None:
@@ -84,19 +113,69 @@ class DeadlineChannel(HTTPChannel):
 
     # -- HTTPChannel -------------------------------------------------------------
     def connectionMade(self) -> None:
+        transport: Any = self.transport
+        if self.policy is not None:
+            peer = getattr(transport.getPeer(), "host", "") or ""
+            admitted, counted = self.policy.admit_peer(peer)
+            if not admitted:
+                # past --max-client-connections: refused at once, nothing read
+                self._refused = True
+                transport.write(closing_answer(429, path_error(TOO_MANY_CONNECTIONS)))
+                transport.loseConnection()
+                return
+            self._counted = counted
+            self._proxied = counted is None and bool(self.policy.connections.limit)
         super().connectionMade()
         self._startHeaderDeadline()
 
     def dataReceived(self, data: bytes) -> None:
+        if self._refused:
+            return
         if self._betweenRequests and data:
             # the next request starts: its headers are now on the clock
             self._betweenRequests = False
             self._startHeaderDeadline()
         super().dataReceived(data)
+        if self._transferDecoder is not None and self._bodyCall is None \
+                and self.policy is not None and self.length != 0:
+            # a body still to come after these bytes: its deadline runs from
+            # now (a request read whole in one call never needs the timer)
+            deadline = self.policy.body_deadline(self.length)
+            if self.requests and getattr(self.requests[-1], "body_too_large", False):
+                deadline = LINGER_SECONDS   # answered 413: drop the rest for a moment
+            if deadline is not None:
+                self._bodyCall = self.callLater(deadline, self._bodyTooSlow)
 
     def allHeadersReceived(self) -> None:
         self._cancelHeaderDeadline()
+        if self._proxied and self.policy is not None and self.requests:
+            # a trusted proxy's connection counts under the client it relays
+            self._proxied = False
+            request = self.requests[-1]
+            transport: Any = self.transport
+            host = getattr(transport.getPeer(), "host", "") or ""
+            headers = request.requestHeaders
+            address = self.policy.clients.caller(host, headers.getRawHeaders).address
+            if self.policy.admit_client(address):
+                self._counted = address
+            else:
+                self._refused = True     # nothing more is read or answered
+                self._closeWith(429, path_error(TOO_MANY_CONNECTIONS))
         super().allHeadersReceived()
+
+    def allContentReceived(self) -> None:
+        if self._bodyCall is not None:
+            self._cancelBodyDeadline()
+        if self._refused:
+            return
+        super().allContentReceived()
+
+    def _maybeChooseTransferDecoder(self, header: bytes, data: bytes) -> bool:
+        """A Content-Length of ASCII digits only, of bounded length
+        (twisted.web's ``int`` raises past 4,300 digits)."""
+        if header == b"Content-Length" and parse_decimal(data, LENGTH_DIGITS) is None:
+            return self._failChooseTransferDecoder()
+        return super()._maybeChooseTransferDecoder(header, data)  # type: ignore[no-any-return]
 
     def requestDone(self, request: Request) -> None:
         if self.persistent and self.requests and request is self.requests[0]:
@@ -112,14 +191,21 @@ class DeadlineChannel(HTTPChannel):
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._cancelHeaderDeadline()
+        self._cancelBodyDeadline()
         self._betweenRequests = False
+        if self.policy is not None:
+            counted, self._counted = self._counted, None
+            self.policy.release(counted)
+        if self._refused and not self.requests:
+            return
         super().connectionLost(reason)
 
     # -- JSON for what twisted.web refuses itself -----------------------------------
     def _respondToBadRequestAndDisconnect(self) -> None:
         self._cancelHeaderDeadline()
+        self._cancelBodyDeadline()
         if self.transport is not None:
-            self.transport.write(BAD_REQUEST)
+            self.transport.write(closing_answer(400, BAD_REQUEST))
         self.loseConnection()
 
     def lineLengthExceeded(self, line: bytes) -> None:
@@ -128,7 +214,8 @@ class DeadlineChannel(HTTPChannel):
         self._respondToBadRequestAndDisconnect()
 
 
-def deadline_protocol(header_timeout: float | None) -> Callable[[], DeadlineChannel]:
+def deadline_protocol(header_timeout: float | None,
+                      policy: HttpPolicy | None = None) -> Callable[[], DeadlineChannel]:
     """What a ``Site``'s ``protocol`` attribute builds its connections with.
 
     ``HTTPFactory.buildProtocol`` then gives each channel the site's clock
@@ -139,6 +226,7 @@ def deadline_protocol(header_timeout: float | None) -> Callable[[], DeadlineChan
     def build() -> DeadlineChannel:
         channel = DeadlineChannel()
         channel.headerTimeout = header_timeout
+        channel.policy = policy
         return channel
     return build
 

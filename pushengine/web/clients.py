@@ -75,6 +75,11 @@ class ClientAddresses:
             self._peers[host] = known
         return known
 
+    def peer_address(self, host: str) -> tuple[str, bool]:
+        """(address text, trusted proxy) of a TCP peer."""
+        text, trusted, _ = self._peer(host)
+        return text, trusted
+
     def resolve(self, host: str, forwarded_for: Sequence[bytes],
                 relayed: bool) -> tuple[str, bool]:
         """(client address, loopback) for a peer ``host`` and the

@@ -20,6 +20,7 @@ policy (``policy.py``), as on twisted.web.
 """
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any, Callable, Iterable, Sequence
 
@@ -28,14 +29,16 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.http import HTTPChannel
 from twisted.web.server import Site
 
 from pushengine.api.caller import Caller
+from pushengine.core.numbers import parse_decimal
+from pushengine.web.channel import DeadlineChannel
 from pushengine.web.outbox import Outbox
 from pushengine.web.policy import (
-    INTERNAL_ERROR, SEGMENT_UPLOADS, HttpPolicy, closing_answer, error_body, status_line,
-    too_large_message)
+    INTERNAL_ERROR, LINGER_BYTES, LINGER_SECONDS, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS,
+    HttpPolicy, closing_answer,
+    date_line, error_body, path_error, status_line, too_large_message, websocket_upgrade)
 from pushengine.web.routes import CallHandler, HttpAnswer, RouteTable
 from pushengine.web.sendnow import send_now
 from pushengine.web.timing import Clock, Timer
@@ -46,6 +49,13 @@ MAX_URL = 16 * 1024
 MAX_HEAD = 16 * 1024
 MAX_HEADERS = 500
 MAX_WAITING = 16          # parsed requests queued behind one being answered
+LENGTH_DIGITS = 18        # the longest Content-Length read
+# the bytes of a chunked body's framing (size lines, extensions, trailers)
+# beyond its data: CHUNK_LINE per chunk (twisted.web's longest chunk-size
+# line) and FRAMING_SLACK in all
+CHUNK_LINE = 1024
+FRAMING_SLACK = 4096
+FRAMING_SLICE = 4096      # a chunked body in progress is parsed in slices this long
 Headers = Sequence[tuple[bytes, bytes]]
 
 
@@ -54,7 +64,8 @@ class _Request:
     and body."""
 
     __slots__ = ("method", "url", "path", "headers", "parts", "size", "too_large",
-                 "keep_alive", "upgrade", "head_size", "version", "count", "streamed")
+                 "keep_alive", "upgrade", "head_size", "version", "count", "streamed",
+                 "length", "body", "chunks", "framing")
 
     def __init__(self) -> None:
         self.method = b""
@@ -70,6 +81,10 @@ class _Request:
         self.count = 0
         self.version = "1.1"
         self.streamed = False           # a segment upload: its body goes on as it comes
+        self.length: int | None = None  # the Content-Length (None: none, or chunked)
+        self.body = False               # a body follows the headers
+        self.chunks = 0                 # chunk headers read
+        self.framing = 0                # bytes of a chunked body that are not data
 
     def header(self, name: bytes) -> bytes | None:
         values = self.headers.get(name)
@@ -99,7 +114,8 @@ class _Request:
         de-chunked, with its Content-Length)."""
         lines = [b"%s %s HTTP/%s" % (self.method, self.url, self.version.encode())]
         for name, values in self.headers.items():
-            if name in (b"content-length", b"transfer-encoding"):
+            if name in (b"content-length", b"transfer-encoding") \
+                    or (name == b"upgrade" and not self.upgrade):
                 continue
             for value in values:
                 lines.append(name + b": " + value)
@@ -118,14 +134,25 @@ class _Relay:
         self.disconnecting = False
 
     def write(self, data: bytes) -> None:
-        self.front.send(data)
+        front = self.front
+        front.send(data)
+        r = front.request
+        if r is not None and r.streamed and not data.startswith(b"HTTP/1.1 1"):
+            # a final answer before the upload's body ended: it was refused
+            # (401, 403, 413); the rest of the body is read and dropped
+            front._linger()
 
     def writeSequence(self, data: Iterable[bytes]) -> None:
         self.front.send(b"".join(data))
 
     def loseConnection(self) -> None:
         self.disconnecting = True
-        self.front.factory.outbox.close(self.front.transport)
+        front = self.front
+        r = front.request
+        if r is not None and r.streamed:
+            front._linger()             # refused before the upload's body ended
+        else:
+            front.factory.outbox.close(front.transport)
 
     def abortConnection(self) -> None:
         self.front.factory.outbox.abort(self.front.transport)
@@ -143,10 +170,12 @@ class _Relay:
         self.front.transport.unregisterProducer()
 
     def pauseProducing(self) -> None:
-        self.front.transport.pauseProducing()
+        self.front.behind_paused = True
+        self.front._reading()
 
     def resumeProducing(self) -> None:
-        self.front.transport.resumeProducing()
+        self.front.behind_paused = False
+        self.front._reading()
 
     def stopProducing(self) -> None:
         self.front.transport.stopProducing()
@@ -179,10 +208,29 @@ class FastChannel(Protocol):
         self.peer = ""
         self.plain_caller: Caller | None = None   # of requests without caller headers
         self.reading = False             # in dataReceived: answers wait for the turn's end
+        self.body_timer: Timer | None = None
+        self.counted: str | None = None  # the client address this connection counts under
+        self.proxied = False             # from a trusted proxy: counted at its first request
+        self.websocket = False           # the request just read upgrades to a WebSocket
+        self.paused = False              # reading stopped behind an answer being made
+        self.behind_paused = False       # twisted.web behind asked to stop reading
+        self.lingering = False           # answered and closing: reading and dropping
+        self.lingered = 0
+        self.linger_timer: Timer | None = None
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
         self.peer = getattr(self.transport.getPeer(), "host", "") or ""
+        policy = self.factory.policy
+        admitted, counted = policy.admit_peer(self.peer)
+        if not admitted:
+            # past --max-client-connections: refused at once, nothing read
+            self.closing = True
+            self.transport.write(closing_answer(429, path_error(TOO_MANY_CONNECTIONS)))
+            self.transport.loseConnection()
+            return
+        self.counted = counted
+        self.proxied = counted is None and bool(policy.connections.limit)
         no_delay = getattr(self.transport, "setTcpNoDelay", None)
         if no_delay is not None:
             # a push server's messages are small and must leave at once: with
@@ -192,6 +240,11 @@ class FastChannel(Protocol):
         self._arm_header_deadline()
 
     def dataReceived(self, data: bytes) -> None:
+        if self.lingering:
+            self.lingered += len(data)
+            if self.lingered > LINGER_BYTES:
+                self._end_linger()
+            return
         if self.upgraded:
             self.reading = True
             try:
@@ -204,21 +257,84 @@ class FastChannel(Protocol):
         self.idle_armed = False         # bytes arrived: the idle timer fires for nothing
         self.reading = True             # answers wait for the turn's end (send)
         try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade as e:
-            self._upgrade(data[e.args[0]:])
+            r = self.request
+            if r is not None and r.body and r.length is None and not r.streamed and r.method:
+                data = self._chunked_body(r, data)
+            if data and not self.closing:
+                self._feed(data)
+        finally:
+            self.reading = False
+        self._headers_on_the_clock()
+        r = self.request
+        if r is not None and r.body and self.body_timer is None and not self.closing:
+            # a body still to come after this turn's bytes: its deadline runs
+            # from now (a request read whole in one call never needs the timer)
+            deadline = self.factory.policy.body_deadline(r.length)
+            if deadline is not None:
+                self.body_timer = self.factory.clock.callLater(deadline, self._body_too_slow)
+        self._reading()
+
+    def _chunked_body(self, r: _Request, data: bytes) -> bytes:
+        """Feed what continues ``r``'s chunked body in slices, each of which
+        either is all ``r``'s (its bytes that are not data count as framing:
+        chunk-size lines, extensions, trailers; JSON 400 past the bound) or
+        ends it; answer what follows ``r``."""
+        while data and self.request is r and not self.closing:
+            piece, data = data[:FRAMING_SLICE], data[FRAMING_SLICE:]
+            size = r.size
+            self._feed(piece)
+            if self.request is r and not self.closing:
+                r.framing += len(piece) - (r.size - size)
+                if r.framing > FRAMING_SLACK + CHUNK_LINE * r.chunks:
+                    self._fail(400, "the chunked body's framing is too long (chunk sizes, "
+                                    "extensions, trailers)", r.path)
+        return data
+
+    def _feed(self, data: bytes) -> None:
+        """Parse ``data``: requests are answered as they complete."""
+        try:
+            while True:
+                try:
+                    self.parser.feed_data(data)
+                except httptools.HttpParserUpgrade as e:
+                    rest = data[e.args[0]:]
+                    if self.websocket:
+                        self._upgrade(rest)
+                        break
+                    # any other upgrade (or CONNECT) was an ordinary request:
+                    # what follows it is the next request, for a new parser
+                    self.parser = httptools.HttpRequestParser(self)
+                    if self.closing or not rest:
+                        break
+                    data = rest
+                    continue
+                break
         except httptools.HttpParserCallbackError:
             refused, self.refused = self.refused, None
             if refused is not None:
-                self._fail(refused.status, refused.message, refused.path)
+                self._fail(refused.status, refused.message, refused.path,
+                           linger=refused.status == 413)
             elif not self.closing:
                 log.failure("a request failed to parse")
                 self._fail(400, "bad request")
         except httptools.HttpParserError:
             self._fail(400, "bad request")
-        finally:
-            self.reading = False
-        self._headers_on_the_clock()
+
+    def _reading(self) -> None:
+        """Reading stops while an answer is being made and a request behind
+        it has begun (pipelined behind a parked poll or a stream: its bytes
+        stay in the socket, not in memory here), or while twisted.web behind
+        asks; it goes on once neither holds."""
+        r = self.request
+        hold = self.busy and not self.upgraded and (
+            bool(self.waiting) or (r is not None and not r.streamed))
+        pause = (hold or self.behind_paused) and not self.closing
+        if pause != self.paused and self.transport is not None:
+            self.paused = pause
+            if pause:
+                self.transport.pauseProducing()
+            else:
+                self.transport.resumeProducing()
 
     def _headers_on_the_clock(self) -> None:
         """A request whose headers are not complete has the header deadline
@@ -232,6 +348,8 @@ class FastChannel(Protocol):
 
     def connectionLost(self, reason: Any = None) -> None:
         self.closing = True
+        counted, self.counted = self.counted, None
+        self.factory.policy.release(counted)
         self._cancel_timers()
         self.factory.outbox.forget(self.transport)
         if self.answering is not None:
@@ -246,6 +364,11 @@ class FastChannel(Protocol):
     # -- parser callbacks --------------------------------------------------------
     def on_message_begin(self) -> None:
         self.request = _Request()
+
+    def on_chunk_header(self) -> None:
+        r = self.request
+        if r is not None:
+            r.chunks += 1
 
     def on_url(self, url: bytes) -> None:
         r = self.request
@@ -275,30 +398,49 @@ class FastChannel(Protocol):
         self.header_armed = False       # the headers came: the deadline fires for nothing
         r.method = parser.get_method()
         r.version = parser.get_http_version()
+        if r.version not in ("1.1", "1.0"):
+            # HTTP/0.9 has no headers to answer with, HTTP/2 its own framing
+            raise self._refuse(400, "bad request: HTTP/1.0 or HTTP/1.1 only")
         r.keep_alive = parser.should_keep_alive()
         headers = r.headers
-        # only an Upgrade header (or CONNECT) makes an upgrade
-        r.upgrade = (b"upgrade" in headers or r.method == b"CONNECT") and parser.should_upgrade()
+        # only a WebSocket upgrade hands the connection on: any other
+        # Upgrade header (or CONNECT) is an ordinary request, under the deadlines
+        r.upgrade = b"upgrade" in headers and r.method == b"GET" and parser.should_upgrade() \
+            and websocket_upgrade(headers[b"upgrade"])
+        self.websocket = r.upgrade
         r.path = r.url.split(b"?", 1)[0] if b"?" in r.url else r.url
         lengths = headers.get(b"content-length")
-        length = lengths[0] if lengths is not None else None
         policy = self.factory.policy
+        if self.proxied:
+            # a trusted proxy's connection counts under the client it relays
+            self.proxied = False
+            address = policy.caller(self.peer, headers).address
+            if not policy.admit_client(address):
+                raise self._refuse(429, TOO_MANY_CONNECTIONS)
+            self.counted = address
+        length: int | None = None
+        if lengths is not None:
+            length = parse_decimal(lengths[0], LENGTH_DIGITS)
+            if length is None or len(lengths) > 1:
+                raise self._refuse(400, "bad Content-Length", r.path)
+        r.length = length
+        r.body = length != 0 and (length is not None or b"transfer-encoding" in headers) \
+            and not r.upgrade
         limit = policy.max_body
         if r.path.startswith(SEGMENT_UPLOADS) and policy.upload(r.method, r.path) \
-                and length is not None \
-                and length.isdigit() and not self.busy and not self.waiting:
+                and length is not None and not self.busy and not self.waiting:
             # a segment upload (SPEC 15, up to 1 GiB): never buffered here;
             # twisted.web behind spools it to a file as it arrives
             limit = policy.body_limit(r.method, r.path)
-            if int(length) <= limit:
+            if length <= limit:
                 r.streamed = True
                 self.busy = True
                 # twisted.web behind answers any Expect: 100-continue itself,
                 # after the upload guard judged the headers (a refused upload
                 # gets its final answer, never a 100 Continue)
-                self._behind().dataReceived(r.head(int(length)))
+                self._behind().dataReceived(r.head(length))
                 return
-        if length is not None and length.isdigit() and int(length) > limit:
+        if length is not None and length > limit:
             # answered before a byte of the body is read; the connection closes
             raise self._refuse(413, too_large_message(limit), r.path)
         expect = headers.get(b"expect")
@@ -321,6 +463,8 @@ class FastChannel(Protocol):
     def on_message_complete(self) -> None:
         r, self.request = self.request, None
         assert r is not None
+        if self.body_timer is not None:
+            self._cancel_body_timer()
         if r.streamed:
             return                      # handed on as it came; answered from behind
         if r.upgrade:
@@ -393,12 +537,13 @@ class FastChannel(Protocol):
 
     def _write(self, r: _Request, status: int, body: bytes, headers: Headers = ()) -> None:
         if status == 200 and not headers and r.keep_alive and not self.closing:
-            # the common answer (a poll's): its head is made once per site
+            # the common answer (a poll's): its head is made once per site,
+            # its Date once per second
             factory = self.factory
             self.send(factory.ok_head + b"%d" % len(body) + factory.ok_tail + body)
             self._done(False)
             return
-        parts = [status_line(status)]
+        parts = [status_line(status), date_line()]
         if status != 204:
             parts.append(b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body))
         parts.append(b"Cache-Control: no-store\r\n")
@@ -418,6 +563,8 @@ class FastChannel(Protocol):
     def _done(self, close: bool = False) -> None:
         """The answer in progress is complete."""
         self.busy = False
+        if self.paused and not close:
+            self._reading()
         if close:
             self.closing = True
             self.factory.outbox.close(self.transport)
@@ -428,6 +575,8 @@ class FastChannel(Protocol):
             self._arm_idle()
         else:
             self._headers_on_the_clock()   # a pipelined request, partly read
+        if self.paused or self.busy:
+            self._reading()
 
     # -- what twisted.web answers ----------------------------------------------------
     def _behind(self) -> Any:
@@ -435,7 +584,9 @@ class FastChannel(Protocol):
         a request is handed on), writing through this one (``_Relay``)."""
         if self.behind is None:
             site: Any = self.factory.site
-            channel: Any = HTTPChannel()
+            # twisted.web's own refusals (a bad header it reads) are JSON too
+            channel: Any = DeadlineChannel()
+            channel.headerTimeout = None
             channel.factory = site
             channel.site = site
             channel.requestFactory = site.requestFactory
@@ -493,6 +644,18 @@ class FastChannel(Protocol):
             self.header_armed = False
             self._fail(408, "the request headers did not arrive in time")
 
+    def _body_too_slow(self) -> None:
+        self.body_timer = None
+        r = self.request
+        if not self.closing:
+            self._fail(408, "the request body did not arrive in time",
+                       r.path if r is not None else b"")
+
+    def _cancel_body_timer(self) -> None:
+        timer, self.body_timer = self.body_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+
     def _arm_idle(self) -> None:
         timeout = self.factory.idle_timeout
         if timeout and not self.idle_armed and not self.closing:
@@ -509,18 +672,49 @@ class FastChannel(Protocol):
     def _cancel_timers(self) -> None:
         """The connection ends: no timer outlives it."""
         self.header_armed = self.idle_armed = False
-        for timer in (self.header_timer, self.idle_timer):
+        for timer in (self.header_timer, self.idle_timer, self.body_timer, self.linger_timer):
             if timer is not None and timer.active():
                 timer.cancel()
-        self.header_timer = self.idle_timer = None
+        self.header_timer = self.idle_timer = self.body_timer = self.linger_timer = None
 
-    def _fail(self, status: int, message: str, path: bytes = b"") -> None:
-        """Answer an error and close (the request stream is out of step)."""
+    def _fail(self, status: int, message: str, path: bytes = b"",
+              linger: bool = False) -> None:
+        """Answer an error and close (the request stream is out of step);
+        ``linger``: a body is still arriving (``_linger``)."""
         if self.closing:
             return
         self.closing = True
         self._cancel_timers()
         self.send(closing_answer(status, error_body(path, message)))
+        if linger:
+            self._linger()
+        else:
+            self.factory.outbox.close(self.transport)
+
+    def _linger(self) -> None:
+        """Lingering close: the answer refused a body that is still
+        arriving; closing now would make the client's kernel reset the
+        connection, and the answer with it, while the client still sends.
+        Stop writing (half-close), read and drop for ``LINGER_SECONDS`` or
+        ``LINGER_BYTES``, then close."""
+        if self.lingering:
+            return
+        self.closing = self.lingering = True
+        self._cancel_timers()
+        self.factory.outbox.flush_one(self.transport)
+        half_close = getattr(self.transport, "loseWriteConnection", None)
+        if half_close is not None:
+            half_close()
+        if self.paused:
+            self.paused = False
+            self.transport.resumeProducing()
+        self.linger_timer = self.factory.clock.callLater(LINGER_SECONDS, self._end_linger)
+
+    def _end_linger(self) -> None:
+        timer, self.linger_timer = self.linger_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        self.lingering = False
         self.factory.outbox.close(self.transport)
 
 
@@ -560,15 +754,34 @@ class FastSite:
         # a 200 JSON answer on a kept-alive connection: head, length, tail, body
         self.ok_head = (status_line(200) + b"Content-Type: application/json\r\n"
                         b"Content-Length: ")
-        self.ok_tail = b"\r\nCache-Control: no-store\r\n" + b"".join(
-            name + b": " + value + b"\r\n" for name, value in policy.cors_headers) + b"\r\n"
+        self._tail = b"\r\nCache-Control: no-store\r\n" + b"".join(
+            name + b": " + value + b"\r\n" for name, value in policy.cors_headers)
+        self.ok_tail = b""
+        self._ticking: Timer | None = None
+        self._date()
+
+    def _date(self) -> None:
+        """The rest of the common answer's head with the current Date: made
+        again every second while the site listens (``doStart``), so that an
+        answer pays nothing for its Date."""
+        self.ok_tail = self._tail + date_line() + b"\r\n"
+
+    def _tick(self) -> None:
+        self._date()
+        now = time.time()
+        self._ticking = self.clock.callLater(1.0 - now % 1.0 + 0.001, self._tick)
 
     # the factory interface twisted's listening ports use
     def doStart(self) -> None:
         self.site.doStart()
+        if self._ticking is None:
+            self._tick()
 
     def doStop(self) -> None:
         self.site.doStop()
+        ticking, self._ticking = self._ticking, None
+        if ticking is not None and ticking.active():
+            ticking.cancel()
 
     def buildProtocol(self, addr: Any) -> FastChannel:
         return FastChannel(self)

@@ -31,6 +31,8 @@ WebSocket's messages as well (``api/rpc.py``, ``admit``).
 from __future__ import annotations
 
 import json
+import time
+from email.utils import formatdate
 from typing import Mapping, Protocol, Sequence
 
 from twisted.internet.interfaces import IAddress
@@ -105,6 +107,37 @@ def error_body(path: bytes, message: str) -> bytes:
 INTERNAL_ERROR = path_error("internal error")
 
 
+class _DateLine:
+    """The ``Date`` header line (RFC 9110 section 6.6.1) of every answer,
+    formatted once per second."""
+
+    __slots__ = ("second", "line")
+
+    def __init__(self) -> None:
+        self.second = -1
+        self.line = b""
+
+    def __call__(self) -> bytes:
+        now = time.time()
+        second = int(now)
+        if second != self.second:
+            self.line = b"Date: %s\r\n" % formatdate(second, usegmt=True).encode("ascii")
+            self.second = second
+        return self.line
+
+
+date_line = _DateLine()
+
+
+def websocket_upgrade(upgrade: Sequence[bytes] | None) -> bool:
+    """Whether the values of a request's ``Upgrade`` header ask for a
+    WebSocket: any other upgrade is an ordinary request."""
+    if not upgrade:
+        return False
+    return any(token.strip().lower() == b"websocket"
+               for value in upgrade for token in value.split(b","))
+
+
 def status_line(status: int) -> bytes:
     return b"HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, b"Unknown"))
 
@@ -114,7 +147,7 @@ def closing_answer(status: int, body: bytes, headers: Headers = ()) -> bytes:
     before a route is reached (a malformed request, slow headers, a body
     above the limit, a refused upload)."""
     extra = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
-    return (status_line(status) + b"Content-Type: application/json\r\n" + extra
+    return (status_line(status) + date_line() + b"Content-Type: application/json\r\n" + extra
             + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
 
 
@@ -137,13 +170,50 @@ def query_of(uri: bytes) -> bytes:
     return uri.partition(b"?")[2]
 
 
+# lingering close: after an answer that refuses a body still arriving (413,
+# or 401/403 before an upload body), the connection stops writing and reads
+# and drops what comes for this long or this many bytes, then closes, so
+# that the client is not reset before it reads the answer (nginx's
+# lingering_timeout is 5 s)
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 1 << 20
+BODY_RATE = 64 * 1024       # bytes per second a large body must keep up at least
+TOO_MANY_CONNECTIONS = "too many connections from this client"
+
+
+class ConnectionCount:
+    """The open connections of each client address, at most ``limit``
+    each (0: no limit)."""
+
+    def __init__(self, limit: int = 0) -> None:
+        self.limit = limit
+        self.open: dict[str, int] = {}
+
+    def admit(self, address: str) -> bool:
+        count = self.open.get(address, 0)
+        if self.limit and count >= self.limit:
+            return False
+        self.open[address] = count + 1
+        return True
+
+    def release(self, address: str) -> None:
+        count = self.open.get(address, 0) - 1
+        if count > 0:
+            self.open[address] = count
+        else:
+            self.open.pop(address, None)
+
+
 class HttpPolicy:
     """The checks and limits of the edge (see the module docstring)."""
 
     def __init__(self, api_keys: ApiKeys | None = None, cors_origin: str | None = None,
                  clients: ClientAddresses | None = None, max_body: int = 1 << 20,
-                 max_segment_body: int | None = None) -> None:
+                 max_segment_body: int | None = None, body_timeout: float | None = None,
+                 max_client_connections: int = 0) -> None:
         self.api_keys = api_keys or ApiKeys()
+        self.body_timeout = body_timeout or None
+        self.connections = ConnectionCount(max_client_connections)
         self.cors_origin = cors_origin or None
         self.clients = clients or ClientAddresses()
         self.max_body = max_body
@@ -189,6 +259,36 @@ class HttpPolicy:
         """A segment upload, whose body has its own limit and is streamed."""
         return self.max_segment_body is not None and method == b"POST" \
             and path.startswith(SEGMENT_UPLOADS)
+
+    def body_deadline(self, length: int | None) -> float | None:
+        """Seconds a request body of ``length`` declared bytes (None:
+        chunked, up to the body limit) has to arrive whole after its headers:
+        ``--body-timeout``, plus one second per ``BODY_RATE`` bytes past the
+        first ``BODY_RATE`` (a large segment upload on a slow link); None
+        without a body timeout."""
+        if self.body_timeout is None:
+            return None
+        size = self.max_body if length is None else length
+        return self.body_timeout + max(0, size - BODY_RATE) / BODY_RATE
+
+    # -- connections per client --------------------------------------------------------
+    def admit_peer(self, peer: str) -> tuple[bool, str | None]:
+        """(admitted, the address counted) of a new connection from the TCP
+        peer ``peer``. A trusted proxy's connection is counted under its
+        first request's client (``admit_client``), not here."""
+        address, trusted = self.clients.peer_address(peer)
+        if trusted or not self.connections.limit:
+            return True, None
+        return self.connections.admit(address), address
+
+    def admit_client(self, address: str) -> bool:
+        """Count a trusted proxy's connection under the client it relays."""
+        return self.connections.admit(address)
+
+    def release(self, address: str | None) -> None:
+        """A counted connection closed."""
+        if address is not None:
+            self.connections.release(address)
 
     def body_limit(self, method: bytes, path: bytes) -> int:
         if self.max_segment_body is not None and self.upload(method, path):

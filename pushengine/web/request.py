@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from twisted.web.server import Request
 
-from pushengine.web.policy import HttpPolicy, too_large
+from pushengine.web.policy import LINGER_BYTES, HttpPolicy, too_large
 
 
 class LimitedRequest(Request):
@@ -23,6 +23,7 @@ class LimitedRequest(Request):
     max_body = policy.max_body
     body_too_large = False
     _received = 0
+    _dropped = 0                        # body bytes read and dropped after a refusal
 
     def _target(self) -> tuple[bytes, bytes]:
         """The method and the path (without its query) of the request being read."""
@@ -43,6 +44,13 @@ class LimitedRequest(Request):
             self._refuse()
         if not self.body_too_large:
             super().handleContentChunk(data)
+        else:
+            self._dropped += len(data)
+            if self._dropped > LINGER_BYTES:
+                # read and dropped for long enough (lingering close): close now
+                channel = self.channel
+                if channel is not None and channel.transport is not None:
+                    channel.transport.loseConnection()
 
     def _refuse(self) -> None:
         """Answer 413 now, before the body has arrived."""

@@ -247,3 +247,46 @@ def test_generated_websocket_frames(ws_engine, frames, deflate) -> None:
             assert event.code in (1000, 1002, 1003, 1005, 1007, 1008, 1009) \
                 or event.code < 1000, event
     assert ws_engine.call("stats.online") >= 0
+
+
+# -- header names and values, at both fronts' bytes ------------------------------------
+
+HEADER_NAMES = st.one_of(
+    st.sampled_from([b"Content-Length", b"Transfer-Encoding", b"Last-Event-ID", b"Upgrade",
+                     b"Connection", b"Expect", b"X-Forwarded-For", b"Authorization", b"Origin",
+                     b"Host", b"X-Api-Key", b"Content-Type"]),
+    st.binary(min_size=1, max_size=40))
+HEADER_VALUES = st.one_of(
+    st.binary(max_size=60),
+    st.sampled_from(["²", "١٢٣", "１２", "+12", "-1", "1_000", " 7 ", "0x10", "1e3", "chunked",
+                     "websocket", "h2c", "100-continue", "Bearer \x00"]).map(
+        lambda v: v.encode("utf-8")),
+    st.sampled_from([b"\xb2", b"\xff\xfe", b"\x00", b"\r", b"\n"]),
+    st.integers(min_value=1, max_value=6000).map(lambda n: b"9" * n),
+    st.integers(min_value=1, max_value=6000).map(lambda n: b"0" * n + b"1"))
+TARGETS = ["POST /api/jsonrpc", "GET /api/events?session=x", "GET /health", "POST /api/publish",
+           "GET /api/ws", "OPTIONS /api/jsonrpc", "POST /api/segments/x"]
+
+
+@FUZZ
+@given(st.sampled_from(["fast", "twisted"]), st.sampled_from(TARGETS),
+       st.lists(st.tuples(HEADER_NAMES, HEADER_VALUES), min_size=1, max_size=4))
+def test_odd_header_names_and_values_get_json_or_a_clean_close(front, target, headers) -> None:
+    from tests.http.harness import Raw
+    node = ClockNode("--http", front, "--client-rate", "0")
+    raw = Raw(node.http_factory())
+    head = target.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
+        name + b": " + value + b"\r\n" for name, value in headers)
+    raw.send(head + b"\r\n{}")
+    node.clock.advance(0)
+    node.clock.advance(60)                  # deadlines: a request that waits is cut
+    for reply in raw.responses():           # (parses each answer: check() refuses HTML)
+        assert reply.code < 500, reply
+        if reply.code >= 400:
+            assert reply.content_type.startswith("application/json"), reply
+            strict(reply.body)
+    # the node stays up: another client is served
+    other = Raw(node.http_factory(), host="198.51.100.1")
+    other.send(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    node.clock.advance(0)
+    assert other.responses()[0].code == 200

@@ -97,7 +97,7 @@ def test_sse_streams_events_with_ids_and_resumes_with_last_event_id(engine) -> N
     assert [m["id"] for m in got] == [1, 2]
     assert [m["data"]["seq"] for m in got] == [1, 2]
     assert got[0]["data"]["key"] == key and got[0]["data"]["action"] == "insert"
-    assert sse.text.startswith("retry: 3000\n\n")
+    assert sse.text.startswith(": open\n\nretry: 3000\nid: 1\ndata: ")
     sse.close()
     engine.publish(stream(3))
     again = Sse(engine.port, f"session={sid}", {"Last-Event-ID": "1"})
