@@ -70,7 +70,7 @@ def route(engine: Engine, batch: list[Change]) -> tuple[float, int]:
     for c in batch:
         engine.apply_changes([c])
     elapsed = time.perf_counter() - t0
-    return elapsed, sum(len(s.queue) for s in engine.sessions.sessions.values())
+    return elapsed, sum(s.log.pending for s in engine.sessions.sessions.values())
 
 
 def bench_per_user(users: int, changes: int) -> dict:

@@ -248,7 +248,7 @@ def bench_changes(engine: Engine, titles: Titles, corpus: dict, count: int,
             corpus.pop(i)
     profiler = cProfile.Profile() if profile else None
     events_before = engine.sessions.events_out if hasattr(engine.sessions, "events_out") else 0
-    queued = lambda: sum(len(s.queue) for s in engine.sessions.sessions.values())  # noqa: E731
+    queued = lambda: sum(s.log.pending for s in engine.sessions.sessions.values())  # noqa: E731
     q0 = queued()
     if profiler:
         profiler.enable()
