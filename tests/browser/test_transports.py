@@ -266,6 +266,9 @@ def test_screenshot_per_transport(demo_engine, page, transport):
     path: Path = SCREENSHOTS / f"live-{transport}.png"
     page.screenshot(path=str(path), animations="disabled")
     assert path.stat().st_size > 10000
+    # the demo ends streams too: a list of one may be empty for a moment
+    page.wait_for_function("() => document.querySelectorAll('#list > li').length > 0",
+                           timeout=30000)
     assert len(shown(page)) > 0
     traffic.check(transport)
     page.watch.check()
