@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import hmac
+import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import jwt
 
@@ -74,7 +75,24 @@ class TokenVerifier:
             raise NotAuthorized("the token has expired") from None
         except jwt.InvalidTokenError as e:
             raise NotAuthorized(f"the token is not valid: {e}") from None
-        user = normalize_user(claims["sub"])
-        if user in ("", None):
-            raise NotAuthorized("the token names no user")
-        return user, claims
+        return checked_user(claims)
+
+
+def checked_user(claims: dict) -> tuple[Any, dict]:
+    """The user of verified ``claims`` (NotAuthorized without one)."""
+    user = normalize_user(claims.get("sub"))
+    if user in ("", None):
+        raise NotAuthorized("the token names no user")
+    return user, claims
+
+
+def remaining(claims: Mapping[str, Any], now: float | None = None) -> float | None:
+    """The seconds a verified token's ``exp`` leaves (at least 0; None
+    without ``exp``). ``exp`` is wall-clock time, as the verifier checked
+    it; the session manager counts the seconds left on its own clock."""
+    exp = claims.get("exp")
+    if exp is None:
+        return None
+    if isinstance(exp, bool) or not isinstance(exp, (int, float)) or exp != exp:
+        raise NotAuthorized("the token's exp must be a number")
+    return max(0.0, float(exp) - (time.time() if now is None else now))

@@ -288,7 +288,7 @@ class Node:
         its views bound to segments look up."""
         from pushengine.app.adapters import build_segments
         from pushengine.segments.contacts import SegmentMembership
-        from pushengine.segments.reevaluate import Reevaluator
+        from pushengine.segments.reevaluate import Deauthorizations, Reevaluator
         try:
             self.segments = build_segments(self.reactor, self.options["redis"])
         except ValueError as e:
@@ -298,6 +298,8 @@ class Node:
         self.hooks.add(self.contacts)
         # an upload or delete (here, or on another node) moves subscribed sessions
         self.reevaluator = Reevaluator(self.engine.sessions, self.segments, self.contacts)
+        # a session whose token expired moves to the views bound to no segment
+        self.hooks.add(Deauthorizations(self.reevaluator))
 
     def _admit(self, caller: Any, calls: int) -> float:
         """The call rate per client address (0: go ahead, else seconds to wait)."""
