@@ -131,7 +131,11 @@ class Node:
             self.hooks.add(self.cluster.hooks)
         self._unique()
         self._segments()
-        self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
+        try:
+            tokens = TokenVerifier.from_options(options["secret"], options["jwks"])
+        except ValueError as e:
+            raise usage.UsageError(f"--jwks: {e}") from None
+        self.api = Api(self.engine, tokens, self.online,
                        resume=self.cluster.resume if self.cluster is not None else None,
                        hooks=self.hooks, unique=self.unique, segments=self.contacts,
                        poller=self.poller)
