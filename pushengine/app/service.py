@@ -259,14 +259,21 @@ class Node:
             self.stats_publisher = StatsPublisher(self.options["node-id"], self.engine,
                                                   self.feed, self.admin_hub, self.reactor,
                                                   self.health)
-        self.sink = AdminSink(self.engine, self.admin_hub)
+        self.disconnector = None
+        if key:
+            from pushengine.admin.disconnect import Disconnector
+            self.disconnector = Disconnector(
+                self.engine.sessions, self.hooks, self.feed, self.reactor,
+                key.encode("utf-8", "surrogateescape"), self.options["node-id"])
+        self.sink = AdminSink(self.engine, self.admin_hub, self.disconnector)
         self.admin_key = AdminKey(key, self.reactor)
         from pushengine.admin.stats import AdminFigures
         self.sources["admin"] = AdminFigures(self.sink, self.admin_hub, self.stats_publisher,
                                              self.admin_key)
         self.admin_methods = AdminMethods(
             self.admin_key, self.admin_hub, self.api, self.feed, self.catalog.id_fields,
-            self.options["node-id"], self.cluster.registry if self.cluster is not None else None)
+            self.options["node-id"], self.cluster.registry if self.cluster is not None else None,
+            self.disconnector)
 
     def _webhooks(self) -> None:
         """With ``--webhook-url``: a signed POST per session event (SPEC 16)."""
