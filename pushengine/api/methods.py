@@ -229,6 +229,8 @@ class Api:
             claims: Mapping[str, Any]
             user, claims = verify(token) if verify is not None else (self.tokens.user(token), {})
             self.sessions.refresh(session, user, self._expires_at(claims))
+            # the cluster's registry keeps when the authorization ends
+            self.hooks.changed(session)
             return user
         return self.with_session(sid, refresh)
 

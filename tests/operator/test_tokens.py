@@ -188,3 +188,11 @@ def test_hooks_hear_of_the_deauthorization(node):
     heard.clear()
     node.clock.advance(60)
     assert heard == [("deauthorized", sid, None), ("changed", sid, None)]
+
+
+def test_presence_of_a_personal_view_is_1003_after_exp(node):
+    sid, key, pkey = private_home(node, ttl=60)
+    assert node.rpc("presence.list", sid, key) == [7]
+    node.clock.advance(60)
+    assert node.rpc.error("presence.list", sid, key).code == 1003
+    assert node.rpc("presence.list", sid, pkey) == []      # no longer present as user 7
