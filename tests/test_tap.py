@@ -18,6 +18,7 @@ DEFAULTS = {
     "api-keys": None,
     "publish-key": None,
     "secret": None,
+    "jwks": None,
     "cors-origin": None,
     "session-timeout": 120.0,
     "max-timeout": 90.0,
@@ -121,6 +122,7 @@ def test_environment_fallbacks(files) -> None:
     environ = {
         "PUSHENGINE_PORT": "tcp:7000", "PUSHENGINE_MAX_TIMEOUT": "45",
         "PUSHENGINE_MAX_SESSIONS": "3", "PUSHENGINE_SECRET": "env-secret",
+        "PUSHENGINE_JWKS": "/etc/keys.json",
         "PUSHENGINE_VIEWS": files["views"], "PUSHENGINE_AMQP": "amqp://guest:guest@h/",
         "PUSHENGINE_AMQP_EXCHANGE": "env.x", "PUSHENGINE_DEMO": "true",
         "PUSHENGINE_CORS_ORIGIN": "*", "PUSHENGINE_MAX_BODY": "2048",
@@ -131,6 +133,7 @@ def test_environment_fallbacks(files) -> None:
     assert options["max-timeout"] == 45.0
     assert options["max-sessions"] == 3 and type(options["max-sessions"]) is int
     assert options["secret"] == "env-secret"
+    assert options["jwks"] == "/etc/keys.json"
     assert options["views"] == files["views"]
     assert options["amqp"] == "amqp://guest:guest@h/"
     assert options["amqp-exchange"] == "env.x"

@@ -22,3 +22,5 @@ ADMIN_TYPE = "pushengine.NodeStats"
 # the subscription key of the internal view: no view of a views file can
 # have it (a view's name is a plain identifier)
 ADMIN_VIEW_KEY = "$admin.NodeStats"
+# admin.disconnect's message to every node: the user whose sessions end
+DISCONNECT_TYPE = "pushengine.Disconnect"

@@ -29,4 +29,11 @@ DESCRIPTIONS: dict[str, Description] = {
         "One session's node, user, delivery and subscriptions; null when unknown.",
         {"key": ADMIN_KEY, "sid": SID}, _nullable(OBJECT), (1003, 1007, -32602),
         result_name="session"),
+    "admin.disconnect": Description(
+        "End every session of a user on this node and, through the change feed, on "
+        "every node; the number ended on this node.",
+        {"key": ADMIN_KEY, "user": {"type": ["string", "integer"],
+                                     "description": "the user id, as session.authorize "
+                                                    "answers it"}},
+        COUNT, (1003, 1007, -32602), result_name="ended"),
 }

@@ -18,12 +18,12 @@ import hashlib
 import hmac
 import json
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from pushengine.admin import ADMIN_TYPE, ADMIN_VIEW_KEY
+from pushengine.admin import ADMIN_TYPE, ADMIN_VIEW_KEY, DISCONNECT_TYPE
 from pushengine.core.changes import UPSERT, Change
 from pushengine.core.events import DELETE, INSERT, UPDATE, encode_event
 from pushengine.core.hooks import SessionHooksBase
@@ -31,6 +31,8 @@ from pushengine.core.interfaces import ChangeSink
 from pushengine.core.sessions import Session, SessionManager
 
 log = Logger()
+# the engine's own types, which the sink keeps away from the engine
+INTERNAL_TYPES = frozenset((ADMIN_TYPE, DISCONNECT_TYPE))
 
 
 class AdminHub(SessionHooksBase):
@@ -161,25 +163,42 @@ def _point(obj: dict) -> list | None:
         return None
 
 
+class DisconnectSink(Protocol):
+    """Takes ``pushengine.Disconnect`` messages (``admin.disconnect.Disconnector``)."""
+
+    def apply(self, changes: Sequence[Change]) -> None: ...
+
+
 class AdminSink:
     """The feed's sink: NodeStats to the hub (when there is one; a node
-    without ``--admin-key`` drops them), everything else to the engine."""
+    without ``--admin-key`` drops them), Disconnect messages to the
+    disconnector (dropped without one), everything else to the engine."""
 
-    def __init__(self, engine: ChangeSink, hub: AdminHub | None = None) -> None:
+    def __init__(self, engine: ChangeSink, hub: AdminHub | None = None,
+                 disconnector: DisconnectSink | None = None) -> None:
         self.engine = engine
         self.hub = hub
+        self.disconnector = disconnector
         self.ignored = 0
 
     def apply_changes(self, changes: Sequence[Change]) -> None:
         for c in changes:
-            if c.type == ADMIN_TYPE:
+            if c.type in INTERNAL_TYPES:
                 break
         else:
             self.engine.apply_changes(changes)
             return
         stats = [c for c in changes if c.type == ADMIN_TYPE]
-        rest = [c for c in changes if c.type != ADMIN_TYPE]
-        if self.hub is not None:
+        disconnects = [c for c in changes if c.type == DISCONNECT_TYPE]
+        rest = [c for c in changes if c.type not in INTERNAL_TYPES]
+        if disconnects and self.disconnector is not None:
+            try:
+                self.disconnector.apply(disconnects)
+            except Exception:
+                log.failure("applying a disconnect failed")
+        if not stats:
+            pass
+        elif self.hub is not None:
             try:
                 self.hub.apply(stats)
             except Exception:

@@ -18,6 +18,9 @@ window passes; the right key is never refused, whoever shares the address.
 - ``admin.session(key, sid)``: one session's user, delivery and
   subscriptions (from the Redis registry when another node holds it), or
   ``null``.
+- ``admin.disconnect(key, user)``: end every session of ``user`` on this
+  node and, through the feed, on every node (``disconnect.py``); answers
+  the number ended here.
 """
 from __future__ import annotations
 
@@ -31,7 +34,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine.admin import ADMIN_TYPE
+from pushengine.admin.disconnect import Disconnector
 from pushengine.admin.hub import AdminHub
+from pushengine.api.auth import normalize_user
 from pushengine.core.changes import changes_from_json
 from pushengine.core.errors import ApiError, BadParams, NotAuthorized, RateLimited, UnknownSession
 from pushengine.core.interfaces import ChangeFeed, FeedUnavailable
@@ -135,10 +140,12 @@ class AdminKey:
 class AdminMethods:
     def __init__(self, key: AdminKey, hub: AdminHub | None, api: Api, feed: ChangeFeed,
                  id_fields: dict[str, str], node_id: str,
-                 registry: RecordLookup | None = None) -> None:
+                 registry: RecordLookup | None = None,
+                 disconnector: Disconnector | None = None) -> None:
         """``api``: the node's Api (its sessions and ``with_session``, which
         resumes a session from the cluster registry); ``registry``: the
-        Redis session registry, for sessions held by other nodes."""
+        Redis session registry, for sessions held by other nodes;
+        ``disconnector``: ends a user's sessions (with the admin key)."""
         self.key = key
         self.hub = hub
         self.api = api
@@ -146,6 +153,7 @@ class AdminMethods:
         self.id_fields = id_fields
         self.node_id = node_id
         self.registry = registry
+        self.disconnector = disconnector
 
     def methods(self) -> dict[str, Method]:
         return {
@@ -154,6 +162,7 @@ class AdminMethods:
             "admin.stats": Method(self.stats, ["key"], 0, with_caller=True),
             "admin.publish": Method(self.publish, ["key", "changes"], 2, with_caller=True),
             "admin.session": Method(self.session, ["key", "sid"], 2, with_caller=True),
+            "admin.disconnect": Method(self.disconnect, ["key", "user"], 2, with_caller=True),
         }
 
     def _hub(self) -> AdminHub:
@@ -193,6 +202,16 @@ class AdminMethods:
             raise ApiError("publishing failed")
         d = maybeDeferred(self.feed.publish, found)
         return d.addCallbacks(lambda n: {"accepted": n}, failed)
+
+    def disconnect(self, caller: object, key: object, user: object) -> Deferred[int]:
+        """End every session of ``user`` here and on every node sharing the
+        feed; the number ended here."""
+        self.key.check(caller, key)
+        if self.disconnector is None:
+            raise NotAuthorized(CLOSED)
+        if isinstance(user, bool) or not isinstance(user, (str, int)) or user == "":
+            raise BadParams("user must be a user id (a string or an integer)")
+        return self.disconnector.everywhere(normalize_user(user))
 
     def session(self, caller: object, key: object,
                 sid: object) -> dict[str, Any] | Deferred[dict[str, Any] | None] | None:

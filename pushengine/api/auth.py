@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import hmac
+import json
+import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import jwt
 
@@ -52,29 +54,121 @@ def normalize_user(sub: Any) -> Any:
     return sub
 
 
-class TokenVerifier:
-    """Checks HS256 tokens signed with the shared secret."""
+#: what a key of a JSON Web Key Set may verify: its type (and curve) → the one algorithm
+JWKS_ALGORITHMS: dict[tuple[Any, Any], str] = {("RSA", None): "RS256", ("EC", "P-256"): "ES256"}
 
-    def __init__(self, secret: str | None) -> None:
+
+def load_jwks(text: str) -> dict[str, jwt.PyJWK]:
+    """The public keys of a JSON Web Key Set, by ``kid``: RSA keys verify
+    RS256 and P-256 keys ES256, nothing else. ValueError for a set that is
+    not one, a key without ``kid``, a private or symmetric key, a key whose
+    ``alg`` is another, or two keys with one ``kid``."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("keys"), list) \
+            or not data["keys"]:
+        raise ValueError('a JSON Web Key Set is an object with a non-empty "keys" list')
+    keys: dict[str, jwt.PyJWK] = {}
+    for n, jwk in enumerate(data["keys"]):
+        if not isinstance(jwk, dict):
+            raise ValueError(f"key {n} is not an object")
+        kid = jwk.get("kid")
+        if not isinstance(kid, str) or not kid:
+            raise ValueError(f"key {n} has no kid")
+        if kid in keys:
+            raise ValueError(f"two keys have the kid {kid!r}")
+        kty = jwk.get("kty")
+        alg = JWKS_ALGORITHMS.get((kty, jwk.get("crv") if kty == "EC" else None))
+        if alg is None:
+            raise ValueError(f"key {kid!r}: only RSA keys (RS256) and P-256 EC keys "
+                             f"(ES256) verify tokens")
+        if "d" in jwk:
+            raise ValueError(f"key {kid!r} is a private key: give its public part only")
+        if jwk.get("alg", alg) != alg:
+            raise ValueError(f"key {kid!r}: a {kty} key verifies {alg} only")
+        try:
+            keys[kid] = jwt.PyJWK({**jwk, "alg": alg})
+        except jwt.PyJWTError as e:
+            raise ValueError(f"key {kid!r}: {e}") from None
+    return keys
+
+
+class TokenVerifier:
+    """Checks tokens: HS256 ones signed with the shared secret, and, with a
+    JSON Web Key Set, RS256 and ES256 ones whose header names one of its
+    keys by ``kid``. A token is verified with the one algorithm its key
+    allows: ``alg: none``, HS256 under a public key's ``kid``, or any other
+    mix is refused."""
+
+    def __init__(self, secret: str | None, jwks: dict[str, jwt.PyJWK] | None = None) -> None:
         self.secret = secret
+        self.jwks = jwks or {}
+
+    @classmethod
+    def from_options(cls, secret: str | None, jwks_path: str | None) -> "TokenVerifier":
+        """``--secret`` and ``--jwks FILE`` (ValueError: a file that is no key set)."""
+        jwks = None
+        if jwks_path:
+            try:
+                text = Path(jwks_path).read_text("utf-8")
+            except OSError as e:
+                raise ValueError(f"cannot read {jwks_path}: {e.strerror}") from None
+            jwks = load_jwks(text)
+        return cls(secret, jwks)
 
     def user(self, token: Any) -> Any:
         return self.verify(token)[0]
 
     def verify(self, token: Any) -> tuple[Any, dict]:
         """The user and every claim of a good token (NotAuthorized otherwise)."""
-        if not self.secret:
+        if not self.secret and not self.jwks:
             raise NotAuthorized("authorization is not configured on this service")
         if not isinstance(token, str) or not token or len(token) > 8192:
             raise NotAuthorized("the token must be a non-empty string")
         try:
-            claims = jwt.decode(token, self.secret, algorithms=["HS256"],
+            header = jwt.get_unverified_header(token)
+        except jwt.InvalidTokenError as e:
+            raise NotAuthorized(f"the token is not valid: {e}") from None
+        kid = header.get("kid")
+        key: Any
+        if self.jwks and kid is not None:
+            jwk = self.jwks.get(kid) if isinstance(kid, str) else None
+            if jwk is None:
+                raise NotAuthorized("the token is signed with an unknown key")
+            key, algorithm = jwk.key, jwk.algorithm_name
+        elif self.secret:
+            key, algorithm = self.secret, "HS256"
+        else:
+            raise NotAuthorized("the token names no key (kid) of this service")
+        if header.get("alg") != algorithm:
+            raise NotAuthorized(f"the token is not valid: its key verifies {algorithm} only")
+        try:
+            claims = jwt.decode(token, key, algorithms=[algorithm],
                                 options={"require": ["sub"]})
         except jwt.ExpiredSignatureError:
             raise NotAuthorized("the token has expired") from None
         except jwt.InvalidTokenError as e:
             raise NotAuthorized(f"the token is not valid: {e}") from None
-        user = normalize_user(claims["sub"])
-        if user in ("", None):
-            raise NotAuthorized("the token names no user")
-        return user, claims
+        return checked_user(claims)
+
+
+def checked_user(claims: dict) -> tuple[Any, dict]:
+    """The user of verified ``claims`` (NotAuthorized without one)."""
+    user = normalize_user(claims.get("sub"))
+    if user in ("", None):
+        raise NotAuthorized("the token names no user")
+    return user, claims
+
+
+def remaining(claims: Mapping[str, Any], now: float | None = None) -> float | None:
+    """The seconds a verified token's ``exp`` leaves (at least 0; None
+    without ``exp``). ``exp`` is wall-clock time, as the verifier checked
+    it; the session manager counts the seconds left on its own clock."""
+    exp = claims.get("exp")
+    if exp is None:
+        return None
+    if isinstance(exp, bool) or not isinstance(exp, (int, float)) or exp != exp:
+        raise NotAuthorized("the token's exp must be a number")
+    return max(0.0, float(exp) - (time.time() if now is None else now))

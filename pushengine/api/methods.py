@@ -15,7 +15,7 @@ from twisted.internet.defer import Deferred, gatherResults, maybeDeferred, succe
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from pushengine.api.auth import TokenVerifier
+from pushengine.api.auth import TokenVerifier, remaining
 from pushengine.core.engine import Engine
 from pushengine.core.errors import (
     BadParams, MethodNotFound, NotAuthorized, UnknownKey, UnknownView)
@@ -137,6 +137,7 @@ class Api:
             "session.destroy": Method(self.session_destroy),
             # a token may carry more claims than the 1 KiB other strings get
             "session.authorize": Method(self.session_authorize, max_string=8192),
+            "session.refresh": Method(self.session_refresh, max_string=8192),
             "session.subscribe": Method(self.session_subscribe),
             "session.unsubscribe": Method(self.session_unsubscribe),
             "session.get_events": Method(self.session_get_events, with_caller=True,
@@ -207,12 +208,31 @@ class Api:
             verify = getattr(self.tokens, "verify", None)
             claims: Mapping[str, Any]
             user, claims = verify(token) if verify is not None else (self.tokens.user(token), {})
-            self.sessions.authorize(session, user)
+            self.sessions.authorize(session, user, self._expires_at(claims))
             # the claims go to the hooks (the segments keep the contacts' digests, SPEC 15)
             self.hooks.authorized(session, claims)
             self.hooks.changed(session)
             return user
         return self.with_session(sid, authorize)
+
+    def _expires_at(self, claims: Mapping[str, Any]) -> float | None:
+        """When, on the session manager's clock, the token's ``exp`` comes."""
+        left = remaining(claims)
+        return None if left is None else self.sessions.clock.seconds() + left
+
+    def session_refresh(self, sid: Any, token: Any) -> Any:
+        """A new token for the session's user: its authorization ends at the
+        new token's ``exp`` (never without one). A token of another user, or
+        one that does not verify, is 1003 and changes nothing."""
+        def refresh(session: Session) -> Any:
+            verify = getattr(self.tokens, "verify", None)
+            claims: Mapping[str, Any]
+            user, claims = verify(token) if verify is not None else (self.tokens.user(token), {})
+            self.sessions.refresh(session, user, self._expires_at(claims))
+            # the cluster's registry keeps when the authorization ends
+            self.hooks.changed(session)
+            return user
+        return self.with_session(sid, refresh)
 
     def session_subscribe(self, sid: Any, view: Any, params: Any = None,
                           limit: Any = None) -> Any:
@@ -401,6 +421,8 @@ class Api:
                              "only: pass your session id")
 
         def count(session: Session) -> Any:
+            if session.user is None:
+                raise NotAuthorized("the figure of a personal view needs an authorized session")
             if key not in session.subs:
                 raise UnknownKey("this session has no subscription with that key")
             return figure()

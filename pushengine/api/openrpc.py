@@ -134,6 +134,13 @@ DESCRIPTIONS: dict[str, Description] = {
                                       max_length=8192, min_length=1)},
         {"type": ["string", "integer"], "description": "the user id"},
         (1001, 1003, -32602), result_name="user"),
+    "session.refresh": Description(
+        "Extend a session's authorization with a new token for the same user: "
+        "it ends at the new token's exp (never without one).",
+        {"sid": SID, "token": _string("a JWT of the session's user, signed as "
+                                      "session.authorize's", max_length=8192, min_length=1)},
+        {"type": ["string", "integer"], "description": "the user id"},
+        (1001, 1003, -32602), result_name="user"),
     "session.subscribe": Description(
         "Subscribe a session to a view with parameters; its key and state.",
         {"sid": SID, "view": {"type": "string"},      # the views' names: see _subscribe

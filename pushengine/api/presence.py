@@ -38,7 +38,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from pushengine.core.engine import Engine
-from pushengine.core.errors import BadParams, UnknownKey
+from pushengine.core.errors import BadParams, NotAuthorized, UnknownKey
 from pushengine.core.hooks import SessionHooksBase
 from pushengine.core.interfaces import SessionLookup
 from pushengine.core.sessions import Session, SessionManager
@@ -118,6 +118,11 @@ class Presence(SessionHooksBase):
         self._set(session, None, {})
 
     expired = destroyed
+
+    def _personal(self, key: str) -> bool:
+        """Whether ``key`` names a view bound to ``$session.user``."""
+        spec = self.catalog.views.get(key.partition("(")[0])
+        return bool(getattr(spec, "needs_user", False))
 
     def _presence_view(self, room: str) -> bool:
         spec = self.catalog.views.get(room.partition("(")[0])
@@ -272,6 +277,9 @@ class Presence(SessionHooksBase):
 
         def listed(session: Session) -> Deferred:
             bound = session.bounds.get(key)
+            if bound is None and session.user is None and self._personal(key):
+                raise NotAuthorized("the presence of a personal view needs an "
+                                    "authorized session")
             if bound is None:
                 raise UnknownKey("this session has no subscription with that key")
             return self.users(bound.query_key)

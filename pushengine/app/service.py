@@ -131,7 +131,11 @@ class Node:
             self.hooks.add(self.cluster.hooks)
         self._unique()
         self._segments()
-        self.api = Api(self.engine, TokenVerifier(options["secret"]), self.online,
+        try:
+            tokens = TokenVerifier.from_options(options["secret"], options["jwks"])
+        except ValueError as e:
+            raise usage.UsageError(f"--jwks: {e}") from None
+        self.api = Api(self.engine, tokens, self.online,
                        resume=self.cluster.resume if self.cluster is not None else None,
                        hooks=self.hooks, unique=self.unique, segments=self.contacts,
                        poller=self.poller)
@@ -255,14 +259,21 @@ class Node:
             self.stats_publisher = StatsPublisher(self.options["node-id"], self.engine,
                                                   self.feed, self.admin_hub, self.reactor,
                                                   self.health)
-        self.sink = AdminSink(self.engine, self.admin_hub)
+        self.disconnector = None
+        if key:
+            from pushengine.admin.disconnect import Disconnector
+            self.disconnector = Disconnector(
+                self.engine.sessions, self.hooks, self.feed, self.reactor,
+                key.encode("utf-8", "surrogateescape"), self.options["node-id"])
+        self.sink = AdminSink(self.engine, self.admin_hub, self.disconnector)
         self.admin_key = AdminKey(key, self.reactor)
         from pushengine.admin.stats import AdminFigures
         self.sources["admin"] = AdminFigures(self.sink, self.admin_hub, self.stats_publisher,
                                              self.admin_key)
         self.admin_methods = AdminMethods(
             self.admin_key, self.admin_hub, self.api, self.feed, self.catalog.id_fields,
-            self.options["node-id"], self.cluster.registry if self.cluster is not None else None)
+            self.options["node-id"], self.cluster.registry if self.cluster is not None else None,
+            self.disconnector)
 
     def _webhooks(self) -> None:
         """With ``--webhook-url``: a signed POST per session event (SPEC 16)."""
@@ -288,7 +299,7 @@ class Node:
         its views bound to segments look up."""
         from pushengine.app.adapters import build_segments
         from pushengine.segments.contacts import SegmentMembership
-        from pushengine.segments.reevaluate import Reevaluator
+        from pushengine.segments.reevaluate import Deauthorizations, Reevaluator
         try:
             self.segments = build_segments(self.reactor, self.options["redis"])
         except ValueError as e:
@@ -298,6 +309,8 @@ class Node:
         self.hooks.add(self.contacts)
         # an upload or delete (here, or on another node) moves subscribed sessions
         self.reevaluator = Reevaluator(self.engine.sessions, self.segments, self.contacts)
+        # a session whose token expired moves to the views bound to no segment
+        self.hooks.add(Deauthorizations(self.reevaluator))
 
     def _admit(self, caller: Any, calls: int) -> float:
         """The call rate per client address (0: go ahead, else seconds to wait)."""

@@ -28,6 +28,8 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("api-keys", None, "File of API keys, one per line.", None),
     ("publish-key", None, "Bearer key for POST /api/publish (else loopback only).", None),
     ("secret", None, "HS256 secret that signs session.authorize tokens (JWT).", None),
+    ("jwks", None, "JSON Web Key Set file: its RSA (RS256) and P-256 (ES256) public keys "
+     "verify tokens whose header names them by kid, besides --secret.", None),
     ("cors-origin", None, "Origin allowed to call the API from a browser.", None),
     ("session-timeout", 120.0, "Seconds without a poll before a session is destroyed.", float),
     ("max-timeout", 90.0, "Longest get_events wait in seconds.", float),

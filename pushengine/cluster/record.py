@@ -11,6 +11,9 @@ decoding anything:
     seq     the last seq the session had numbered when the record was written
             (a floor for the resumed session's numbering; the client's ``ack``
             raises it further)
+    until   when the user's authorization ends (its token's ``exp``, in the
+            nodes' clock seconds; absent: never), so that a session resumed
+            elsewhere stops being authorized at the same time
     period  the online period (``floor(time / --online-period)``) in which the
             owner last counted the session online, so that the node resuming it
             does not count it a second time in that period
@@ -55,14 +58,17 @@ class SessionRecord:
     subs: list[Subscription] = field(default_factory=list)
     seq: int = 0
     period: int | None = None
+    until: float | None = None
 
     @classmethod
     def of(cls, session: Any, owner: str, period: int | None = None) -> "SessionRecord":
         """The record of a live session (``Session`` of pushengine.core.sessions)."""
         subs = [Subscription(b.spec.name, b.params, b.limit, key)
                 for key, b in session.bounds.items()]
+        call = getattr(session, "authorized_until", None)
+        until = call.getTime() if call is not None and call.active() else None
         return cls(owner=owner, user=session.user, subs=subs, seq=session.manager.last_seq(session),
-                   period=period)
+                   period=period, until=until)
 
     def fields(self) -> dict[str, str]:
         """The hash fields, owner included."""
@@ -71,6 +77,8 @@ class SessionRecord:
                "seq": str(self.seq)}
         if self.period is not None:
             out["period"] = str(self.period)
+        if self.until is not None:
+            out["until"] = repr(float(self.until))
         return out
 
     @classmethod
@@ -87,6 +95,7 @@ class SessionRecord:
             raw_subs = json.loads(f.get("subs", "[]"))
             seq = int(f.get("seq", "0"))
             period = int(f["period"]) if f.get("period") else None
+            until = float(f["until"]) if f.get("until") else None
         except (ValueError, TypeError) as e:
             raise BadRecord(f"unreadable record: {e}") from None
         if seq < 0 or not isinstance(raw_subs, list):
@@ -98,7 +107,9 @@ class SessionRecord:
                     and isinstance(s.get("limit"), int) and not isinstance(s.get("limit"), bool)):
                 raise BadRecord(f"unreadable subscription {str(s)[:200]!r}")
             subs.append(Subscription(s["view"], s["params"], s["limit"], s["key"]))
-        return cls(owner=owner, user=user, subs=subs, seq=seq, period=period)
+        if until is not None and until != until:
+            raise BadRecord("unreadable record: bad until")
+        return cls(owner=owner, user=user, subs=subs, seq=seq, period=period, until=until)
 
 
 def _text(value: Any) -> str:

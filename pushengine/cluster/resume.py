@@ -104,7 +104,9 @@ class Resumer:
         if existing is not None:  # came back meanwhile (another call resumed it)
             return succeed(existing)
         session = self.sessions.create(sid)  # LimitReached: 1004, as for a new session
-        self.sessions.authorize(session, record.user)
+        # the authorization ends when it would have on the node that held it
+        self.sessions.authorize(session, record.user,
+                                record.until if record.user is not None else None)
         self.sessions.continue_numbering(session, max(record.seq, ack or 0))
         catalog = cast(Catalog, self.engine.catalog)   # the views file (the core types less)
         opening = []

@@ -1,14 +1,15 @@
 """What the rest of the node is told about sessions, and the one list that tells it.
 
 ``SessionHooks`` is the one interface: a hook hears that a session was
-``created``, ``authorized`` (with the token's claims), ``changed`` (it
-subscribed, unsubscribed or was authorized), ``polled`` (a poll or a stream
+``created``, ``authorized`` (with the token's claims), ``deauthorized``
+(its token's ``exp`` passed: its user is cleared), ``changed`` (it
+subscribed, unsubscribed, was authorized or deauthorized), ``polled`` (a poll or a stream
 kept it alive), ``destroyed`` (by its client) or ``expired`` (destroyed for
 not polling). Each is said after the action. ``SessionHooksBase`` does
 nothing for every event: a hook overrides the ones it listens to.
 
-``Hooks`` holds the node's hooks and calls them: the API for the first
-five events, the session manager for ``expired``, through the same object,
+``Hooks`` holds the node's hooks and calls them: the API for most
+events, the session manager for ``expired`` and ``deauthorized``, through the same object,
 so that each hook is registered once. A failing hook is logged and never
 fails the caller or the other hooks. A hook may return a Deferred the
 caller must wait for (the cluster registry's write of a new session): each
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 
 log = Logger()
 
-EVENTS = ("created", "authorized", "changed", "polled", "destroyed", "expired")
+EVENTS = ("created", "authorized", "deauthorized", "changed", "polled", "destroyed",
+          "expired")
 
 
 class SessionHooks(Protocol):
@@ -42,6 +44,11 @@ class SessionHooks(Protocol):
         """``session.authorize`` set the session's user (``changed`` follows);
         ``claims``: the token's verified claims (empty without a verifier
         that reads them)."""
+
+    def deauthorized(self, session: Session) -> Deferred[Any] | None:
+        """The session's authorization ended (its token's ``exp``): its user
+        is cleared and its subscriptions bound to the user are gone
+        (``changed`` follows)."""
 
     def changed(self, session: Session) -> Deferred[Any] | None:
         """The session's subscriptions or user changed."""
@@ -63,6 +70,9 @@ class SessionHooksBase:
         return None
 
     def authorized(self, session: Session, claims: Mapping[str, Any]) -> Deferred[Any] | None:
+        return None
+
+    def deauthorized(self, session: Session) -> Deferred[Any] | None:
         return None
 
     def changed(self, session: Session) -> Deferred[Any] | None:
@@ -126,6 +136,9 @@ class Hooks:
 
     def authorized(self, session: Session, claims: Mapping[str, Any]) -> list[Deferred[Any]]:
         return self._tell("authorized", session, claims)
+
+    def deauthorized(self, session: Session) -> list[Deferred[Any]]:
+        return self._tell("deauthorized", session)
 
     def changed(self, session: Session) -> list[Deferred[Any]]:
         return self._tell("changed", session)

@@ -43,7 +43,7 @@ from twisted.logger import Logger
 
 from pushengine.core.errors import (
     LimitReached, NotAuthorized, RateLimited, UnknownKey, UnknownSession)
-from pushengine.core.events import RESET, Fragment, RawUTF8, encode_event
+from pushengine.core.events import DELETE, RESET, Fragment, RawUTF8, encode_event
 from pushengine.core.hooks import Hooks
 from pushengine.core.limits import SessionCounts
 from pushengine.core.interfaces import Binding, LiveWindow, ViewSource
@@ -89,7 +89,7 @@ class Session:
     ``subscribe``, ``install``, ``move``, ``remove``); its numbered events
     only by its ``log`` (``core.log.EventLog``)."""
 
-    __slots__ = ("id", "user", "subs", "log", "delivery", "expiry",
+    __slots__ = ("id", "user", "subs", "log", "delivery", "expiry", "authorized_until",
                  "manager", "bounds", "client", "__weakref__")
 
     def __init__(self, manager: "SessionManager", id_: str, client: Any = None) -> None:
@@ -102,6 +102,8 @@ class Session:
         self.log = EventLog(manager.max_queue)
         self.delivery: Delivery | None = None
         self.expiry: IDelayedCall | None = None
+        # the end of the token's validity (its ``exp``), armed by the manager
+        self.authorized_until: IDelayedCall | None = None
 
     def deliver(self, fragment: str, key: str) -> None:
         """Queue one encoded event (called by windows with the fragment they
@@ -173,6 +175,7 @@ class SessionManager:
         self.per_client.closed(session.client)
         self.dirty.discard(session)
         self._disarm_expiry(session)
+        self._disarm_authorization(session)
         for key in list(session.subs):
             self._detach_window(session, key)
         session.log.clear()
@@ -225,12 +228,63 @@ class SessionManager:
         return session.log.queued()
 
     # -- users and subscriptions (nothing else changes user, subs, bounds) ---
-    def authorize(self, session: Session, user: Any) -> None:
+    def authorize(self, session: Session, user: Any, expires_at: float | None = None) -> None:
         """The session is ``user``'s from now on; NotAuthorized when it is
-        another user's already (the same user again changes nothing)."""
+        another user's already (the same user again changes nothing but
+        the expiry). ``expires_at``: the clock's time at which the
+        authorization ends (the token's ``exp``; None: never), replacing
+        any earlier one; at that time the manager deauthorizes the session
+        and tells the hooks ``deauthorized`` then ``changed``."""
         if session.user is not None and session.user != user:
             raise NotAuthorized("this session is authorized as another user")
         session.user = user
+        self._arm_authorization(session, expires_at)
+
+    def refresh(self, session: Session, user: Any, expires_at: float | None = None) -> None:
+        """A new token for the session's user: its authorization ends at
+        ``expires_at`` now (None: never). NotAuthorized, changing nothing,
+        when the session is not authorized as ``user``."""
+        if session.user is None:
+            raise NotAuthorized("this session is not authorized: use session.authorize")
+        if session.user != user:
+            raise NotAuthorized("this session is authorized as another user")
+        self._arm_authorization(session, expires_at)
+
+    def deauthorize(self, session: Session) -> None:
+        """The session has no user any more: each subscription bound to its
+        user ends, after a ``delete`` event for every object it showed (the
+        events queued before it stay, so the client's copy empties)."""
+        self._disarm_authorization(session)
+        session.user = None
+        for key, bound in list(session.bounds.items()):
+            if not getattr(bound, "needs_user", False) or key not in session.subs:
+                continue
+            for obj in session.subs[key].state():
+                session.deliver(encode_event(key, DELETE, obj), key)
+            self._detach_window(session, key)
+
+    def _arm_authorization(self, session: Session, expires_at: float | None) -> None:
+        self._disarm_authorization(session)
+        if expires_at is not None:
+            delay = max(0.0, expires_at - self.clock.seconds())
+            session.authorized_until = self.clock.callLater(
+                delay, self._authorization_ended, session)
+
+    @staticmethod
+    def _disarm_authorization(session: Session) -> None:
+        call = session.authorized_until
+        if call is not None and call.active():
+            call.cancel()
+        session.authorized_until = None
+
+    def _authorization_ended(self, session: Session) -> None:
+        session.authorized_until = None
+        if self.sessions.get(session.id) is not session or session.user is None:
+            return
+        self.deauthorize(session)
+        self.hooks.deauthorized(session)
+        self.hooks.changed(session)
+        self.flush()
 
     def subscribe(self, session: Session, bound: Binding, key: str | None = None) -> Deferred:
         """Fire with ``[key, state]``; the session shares the view's window.

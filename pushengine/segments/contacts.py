@@ -45,6 +45,10 @@ class SegmentMembership(SessionHooksBase):
     def destroyed(self, session: Session) -> None:
         self.digests.pop(session, None)
 
+    def deauthorized(self, session: Session) -> None:
+        """The token's ``exp`` passed: its contacts no longer count."""
+        self.digests.pop(session, None)
+
     expired = destroyed
 
     # -- lookups -----------------------------------------------------------------

@@ -44,6 +44,7 @@ from typing import Any, Iterable, cast
 from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.logger import Logger
 
+from pushengine.core.hooks import SessionHooksBase
 from pushengine.core.events import DELETE, INSERT, UPDATE, encode_event
 from pushengine.core.sessions import Session, SessionManager
 from pushengine.segments.contacts import SegmentMembership
@@ -119,6 +120,44 @@ class Reevaluator:
             return 0
         return d.addCallback(answered).addCallbacks(done, failed)
 
+    # -- a session's authorization ended ------------------------------------------
+    def unbind(self, session: Session) -> Deferred:
+        """Move each subscription of ``session`` bound to segments to the
+        view bound to none. Fires with the number moved."""
+        moves = []
+        for key, b in list(session.bounds.items()):
+            bound = cast(BoundView, b)
+            if getattr(bound.spec, "needs_segments", False) \
+                    and bound.values.get(SESSION_SEGMENTS):
+                moves.append(self._bind_segments(session, key, bound, set()))
+        if not moves:
+            return succeed(0)
+
+        def done(moved: int) -> int:
+            self.manager.flush()
+            return moved
+        return gatherResults(moves, consumeErrors=True).addCallback(sum).addCallback(done)
+
+    def _bind_segments(self, session: Session, key: str, bound: BoundView,
+                       segments: set[str]) -> Deferred:
+        new = bound.spec.bind(bound.params, session.user, bound.limit, segments=segments)
+        d = self.registry.open(new)
+
+        def opened(window: Any) -> int:
+            if self.manager.sessions.get(session.id) is not session \
+                    or session.bounds.get(key) is not bound:
+                self.registry.close(window)
+                return 0
+            self.move(session, key, new, window)
+            return 1
+
+        def failed(f: Any) -> int:
+            self.counters["failures"] += 1
+            log.failure("moving {key} of session {sid} failed", f, key=key,
+                        sid=session.id[:8])
+            return 0
+        return d.addCallback(opened).addErrback(failed)
+
     def _rebind(self, session: Session, key: str, name: str, member: bool) -> Deferred:
         """Bind the subscription ``key`` again with ``name`` in (or out of)
         the session's segments; move it when that gives another view."""
@@ -163,6 +202,19 @@ class Reevaluator:
         for action, obj, old in diff(before, after, bound.spec.id_field):
             session.deliver(encode_event(key, action, obj, old), key)
         self.counters["moved"] += 1
+
+
+class Deauthorizations(SessionHooksBase):
+    """The session hook that hears of sessions ``deauthorized`` (their
+    token's ``exp`` passed): their contacts no longer count, so each
+    subscription bound to segments moves to the view bound to none, with
+    the difference as events (``Reevaluator.unbind``)."""
+
+    def __init__(self, reevaluator: Reevaluator) -> None:
+        self.reevaluator = reevaluator
+
+    def deauthorized(self, session: Session) -> Deferred:
+        return self.reevaluator.unbind(session)
 
 
 def diff(before: list[dict], after: list[dict], id_field: str = "id") -> Iterable[tuple]:

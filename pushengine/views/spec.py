@@ -167,6 +167,12 @@ class BoundView:
     limit: int
 
     @property
+    def needs_user(self) -> bool:
+        """Whether the binding holds the session's user (``$session.user``):
+        such a subscription ends when the session's authorization does."""
+        return self.spec.needs_user
+
+    @property
     def query_key(self) -> str:
         parts = [f"{k}={_key_value(self.values[k])}" for k in sorted(self.values)]
         return f"{self.spec.name}({';'.join(parts)})"

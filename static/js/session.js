@@ -305,6 +305,21 @@ export class Session extends Emitter {
   }
 
   /**
+   * Extend the authorization with a new token of the same user (before the
+   * old one's `exp`); the token is used again for a new session. Error 1003
+   * when it names another user or the authorization has ended already.
+   * @param {string} token
+   * @param {{signal?: AbortSignal | null}} [options]
+   * @returns {Deferred<UserId>}
+   */
+  refresh(token, { signal = null } = {}) {
+    return this.call("session.refresh", [token], { signal }).addCallback((answer) => {
+      this.token = token;
+      return /** @type {UserId} */ (answer);
+    });
+  }
+
+  /**
    * Subscribe with a view method (`stream.subscribe_public_live`, or
    * `session.subscribe` with [view, params, limit]) and its params after the
    * session id. `handler.setState(state)` gets the initial state; the

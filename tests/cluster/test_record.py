@@ -46,3 +46,13 @@ def test_unreadable_records_are_refused(change) -> None:
         SessionRecord.parse(fields)
     with pytest.raises(BadRecord):
         SessionRecord.parse({k: v for k, v in record().fields().items() if k != "v"})
+
+
+def test_the_end_of_the_authorization_round_trips() -> None:
+    r = record(until=1796012151.25)
+    assert r.fields()["until"] == "1796012151.25"
+    assert SessionRecord.parse(r.fields()) == r
+    assert "until" not in record().fields() and SessionRecord.parse(record().fields()).until is None
+    for bad in ("soon", "nan"):
+        with pytest.raises(BadRecord):
+            SessionRecord.parse(dict(record().fields(), until=bad))

@@ -134,3 +134,28 @@ class CreateTests(SynchronousTestCase):
         sid = node.rpc("session.create")
         self.assertIn(sid, node.sessions)
         self.assertEqual(node.registry.counters["writes_dropped"], 1)
+
+
+def test_a_resumed_session_stops_being_authorized_at_the_same_time() -> None:
+    import time
+
+    import jwt
+    secret = "resume-test-secret-of-enough-length"
+    cluster = MemoryCluster(2, "--secret", secret)
+    a, b = cluster.nodes
+    sid = a.rpc("session.create")
+    token = jwt.encode({"sub": "42", "exp": time.time() + 60}, secret, algorithm="HS256")
+    assert a.rpc("session.authorize", sid, token) == 42
+    key, _ = a.rpc("stream.subscribe_home", sid, [42])
+    cluster.publish(stream(1, 1, user_id=42, public=False))
+    assert [e["action"] for e in a.rpc("session.get_events", sid, 0)] == ["insert"]
+    assert cluster.entry(sid)["until"]
+    # the session moves to b (a call reaches b), which resumes it from the registry
+    a.engine.sessions.destroy(a.engine.sessions.get(sid))
+    b.rpc("session.get_events", sid, 0, 1)
+    resumed = b.engine.sessions.get(sid)
+    assert resumed.user == 42 and key in resumed.subs
+    cluster.clock.advance(61)
+    assert resumed.user is None and key not in resumed.subs
+    # after the reset the resume queued: the private object leaves
+    assert [e["action"] for e in b.rpc("session.get_events", sid, 0)][-1:] == ["delete"]

@@ -28,6 +28,9 @@ class Recorder(SessionHooksBase):
     def authorized(self, session: Any, claims: Any) -> None:
         self.heard.append((self, "authorized", session, dict(claims)))
 
+    def deauthorized(self, session: Any) -> None:
+        self.heard.append((self, "deauthorized", session))
+
     def changed(self, session: Any) -> None:
         self.heard.append((self, "changed", session))
 
@@ -68,6 +71,7 @@ class HooksTests(SynchronousTestCase):
         s = object()
         hooks.created(s)
         hooks.authorized(s, {"sub": "1"})
+        hooks.deauthorized(s)
         hooks.changed(s)
         hooks.polled(s)
         hooks.destroyed(s)

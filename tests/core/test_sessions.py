@@ -7,7 +7,7 @@ import pytest
 from twisted.internet.defer import CancelledError
 from twisted.trial.unittest import SynchronousTestCase
 
-from pushengine.core.errors import LimitReached, UnknownKey, UnknownSession
+from pushengine.core.errors import LimitReached, NotAuthorized, UnknownKey, UnknownSession
 from pushengine.transports.longpoll import LongPolling
 from tests.core.helpers import delete, get_events, make_engine, upsert
 
@@ -234,3 +234,82 @@ def test_reset_session_queues_one_reset_per_view(n):
     engine.sessions.reset_session(s)
     events = json.loads(get_events(engine.sessions, s, 0, None))
     assert [e["action"] for e in events] == ["reset"] * n
+
+
+# -- authorization ends at the token's exp ---------------------------------------------
+
+HOME = {"Home": {"type": "Stream", "params": ["users"],
+                 "where": {"user_id": {"in": "$users"}, "visible_to": "$session.user"},
+                 "order": "id"},
+        "Public": {"type": "Stream", "where": {"public": True}, "order": "id"}}
+
+
+def _home_session(expires_at):
+    from pushengine.core.hooks import Hooks, SessionHooksBase
+    heard = []
+
+    class Ear(SessionHooksBase):
+        def deauthorized(self, session):
+            heard.append("deauthorized")
+
+        def changed(self, session):
+            heard.append("changed")
+    engine, clock = make_engine(HOME, hooks=Hooks([Ear()]))
+    engine.apply_changes([upsert({"id": 1, "user_id": 5, "public": False,
+                                  "allowed_users": [7]}), upsert({"id": 2, "public": True})])
+    sessions = engine.sessions
+    s = sessions.create()
+    sessions.authorize(s, 7, expires_at)
+    home = engine.catalog.views["Home"].bind({"users": [5]}, 7, None)
+    key = sessions.subscribe(s, home).result[0]
+    public = sessions.subscribe(s, engine.catalog.views["Public"].bind({}, None, None)).result[0]
+    return engine, clock, s, key, public, heard
+
+
+def test_authorization_ends_at_expires_at_with_deletes():
+    engine, clock, s, key, public, heard = _home_session(30.0)
+    clock.advance(29)
+    assert s.user == 7 and json.loads(get_events(engine.sessions, s)) == []
+    clock.advance(1)
+    assert s.user is None and key not in s.subs and key not in s.bounds and public in s.subs
+    got = json.loads(get_events(engine.sessions, s))
+    assert [(e["key"], e["action"], e["obj"]["id"]) for e in got] == [(key, "delete", 1)]
+    assert heard == ["deauthorized", "changed"]
+    # the window closed with its last subscriber
+    assert not any(w.key == key for w in engine.registry.windows())
+
+
+def test_events_queued_before_the_expiry_stay_before_the_deletes():
+    engine, clock, s, key, _, _ = _home_session(30.0)
+    engine.apply_changes([upsert({"id": 3, "user_id": 5, "public": False,
+                                  "allowed_users": [7]})])
+    clock.advance(30)
+    got = json.loads(get_events(engine.sessions, s))
+    assert [(e["action"], e["obj"]["id"]) for e in got] == \
+        [("insert", 3), ("delete", 1), ("delete", 3)]
+
+
+def test_refresh_moves_the_expiry_and_destroy_cancels_it():
+    engine, clock, s, key, _, heard = _home_session(30.0)
+    engine.sessions.refresh(s, 7, 90.0)
+    clock.advance(60)
+    assert s.user == 7 and key in s.subs
+    with pytest.raises(NotAuthorized):
+        engine.sessions.refresh(s, 8, 500.0)
+    clock.advance(30)
+    assert s.user is None and heard == ["deauthorized", "changed"]
+    with pytest.raises(NotAuthorized):
+        engine.sessions.refresh(s, 7, 500.0)
+    engine.sessions.authorize(s, 7, 200.0)
+    engine.sessions.destroy(s)
+    assert s.authorized_until is None
+    assert all(c.func != engine.sessions._authorization_ended for c in clock.getDelayedCalls())
+
+
+def test_authorize_without_expiry_never_ends():
+    engine, clock, s, key, _, heard = _home_session(None)
+    assert s.authorized_until is None
+    engine.sessions.authorize(s, 7, 10.0)
+    engine.sessions.authorize(s, 7, None)        # a token without exp: none
+    clock.advance(100)
+    assert s.user == 7 and heard == []

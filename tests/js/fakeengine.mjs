@@ -188,6 +188,11 @@ export class FakeEngine {
         s.user = `user-of-${rest[0]}`;
         this._answer(d, () => s.user);
         break;
+      case "session.refresh":
+        if (s.user !== `user-of-${rest[0]}`.replace(/-(new|old)$/, "")) {
+          this._answer(d, () => { throw new RpcError(1003, "another user"); });
+        } else this._answer(d, () => s.user);
+        break;
       case "session.unsubscribe":
         if (!s.keys.delete(rest[0])) this._answer(d, () => { throw new RpcError(1005, "unknown key"); });
         else this._answer(d, () => true);

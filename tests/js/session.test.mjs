@@ -247,3 +247,15 @@ test("other RPC errors reach the caller", async () => {
   await assert.rejects(session.subscribe(LIVE, [10], handler()), (e) => e instanceof RpcError && e.code === 1004);
   assert.equal(session.subscriptions.length, 0);
 });
+
+test("refresh keeps the new token for a new session; another user's token is refused", async () => {
+  const engine = new FakeEngine();
+  const session = new Session(engine);
+  await session.authorize("token-x");
+  assert.equal(await session.refresh("token-x-new"), "user-of-token-x");
+  await assert.rejects(session.refresh("token-y"), (e) => e.code === 1003);
+  engine.restart();
+  await session.authorize(session.token);
+  const authorizations = engine.callsOf("session.authorize").map((c) => c.params[1]);
+  assert.ok(authorizations.includes("token-x-new"), "the refreshed token authorizes a new session");
+});

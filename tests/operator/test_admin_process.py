@@ -110,3 +110,25 @@ def test_every_node_sees_every_node_through_amqp(cluster) -> None:  # noqa: F811
     a.publish(stream(1))
     stats_events(a, sid, lambda o: o["node"] == name_b and o["events_in"] == 1)
     assert a.metric("pushengine_changes_total") == 1
+
+
+def test_admin_disconnect_reaches_the_other_node_through_amqp(cluster) -> None:  # noqa: F811
+    import jwt
+    secret = "process-disconnect-secret-0123456789"
+    a = cluster("a", "--admin-key", KEY, "--secret", secret)
+    b = cluster("b", "--admin-key", KEY, "--secret", secret)
+    token = jwt.encode({"sub": "42", "exp": time.time() + 600}, secret, algorithm="HS256")
+    here, there, other = a.call("session.create"), b.call("session.create"), \
+        b.call("session.create")
+    a.call("session.authorize", here, token)
+    b.call("session.authorize", there, token)
+    assert a.call("admin.disconnect", KEY, 42) == 1
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        answer = admin_call(b, "session.get_events", there, 0)
+        if "error" in answer:
+            break
+        time.sleep(0.05)
+    assert answer["error"]["code"] == 1001
+    assert admin_call(a, "session.get_events", here, 0)["error"]["code"] == 1001
+    assert b.call("session.get_events", other, 0) == []

@@ -152,6 +152,17 @@ export class Session extends Emitter<SessionEvents & import("./emitter.js").Even
         signal?: AbortSignal | null;
     }): Deferred<UserId>;
     /**
+     * Extend the authorization with a new token of the same user (before the
+     * old one's `exp`); the token is used again for a new session. Error 1003
+     * when it names another user or the authorization has ended already.
+     * @param {string} token
+     * @param {{signal?: AbortSignal | null}} [options]
+     * @returns {Deferred<UserId>}
+     */
+    refresh(token: string, { signal }?: {
+        signal?: AbortSignal | null;
+    }): Deferred<UserId>;
+    /**
      * Subscribe with a view method (`stream.subscribe_public_live`, or
      * `session.subscribe` with [view, params, limit]) and its params after the
      * session id. `handler.setState(state)` gets the initial state; the

@@ -1,0 +1,101 @@
+"""``admin.disconnect``: ending every session of a user, here and on every node.
+
+The node that is asked ends the user's sessions it holds at once, then
+publishes a ``pushengine.Disconnect`` object through the change feed, signed
+with the admin key as the node statistics are (``hub.signature``). Every
+node's sink (``hub.AdminSink``) takes those objects out of the batch before
+the engine sees them and hands them here; a node ends the user's sessions
+only when the signature verifies under its own admin key, so a backend that
+may publish changes but does not know the key cannot end anybody's sessions.
+A session ended so is destroyed as ``session.destroy`` destroys it (its
+stream is closed, the hooks hear ``destroyed``).
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Any, Sequence
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from pushengine.admin import DISCONNECT_TYPE
+from pushengine.admin.hub import signature
+from pushengine.core.changes import UPSERT, Change
+from pushengine.core.hooks import Hooks
+from pushengine.core.interfaces import ChangeFeed
+from pushengine.core.sessions import SessionManager
+
+log = Logger()
+
+
+class Disconnector:
+    """Ends a user's sessions on this node, and tells the other nodes to."""
+
+    def __init__(self, sessions: SessionManager, hooks: Hooks, feed: ChangeFeed,
+                 clock: IReactorTime, key: bytes, node_id: str) -> None:
+        """``hooks``: the node's session hooks (told of each session ended);
+        ``key``: the admin key, which signs the messages."""
+        self.sessions = sessions
+        self.hooks = hooks
+        self.feed = feed
+        self.clock = clock
+        self.key = key
+        self.node_id = node_id
+        self.ended = 0            # sessions ended, by a call here or a message
+        self.received = 0         # genuine messages of other nodes
+        self.forged = 0           # messages whose signature did not verify
+
+    def here(self, user: Any) -> int:
+        """End every session of ``user`` this node holds; how many."""
+        mine = [s for s in self.sessions.sessions.values()
+                if s.user is not None and s.user == user and type(s.user) is type(user)]
+        for session in mine:
+            self.sessions.destroy(session)
+            self.hooks.destroyed(session)
+        self.ended += len(mine)
+        return len(mine)
+
+    def everywhere(self, user: Any) -> Deferred[int]:
+        """End ``user``'s sessions here and publish the message that ends
+        them on the other nodes; fires with the number ended here (also when
+        the feed refuses the message: that is logged)."""
+        count = self.here(user)
+        nonce = secrets.token_urlsafe(12)
+        obj = {"id": nonce, "user": user, "origin": self.node_id,
+               "time": round(self.clock.seconds(), 3)}
+        change = Change(DISCONNECT_TYPE, UPSERT, nonce, dict(obj, sig=signature(self.key, obj)))
+
+        def refused(f: Failure) -> int:
+            log.warn("the disconnect of a user could not be published on the feed "
+                     "({e}): only this node's sessions ended", e=f.getErrorMessage())
+            return count
+        return maybeDeferred(self.feed.publish, [change]).addCallbacks(
+            lambda _: count, refused)
+
+    def apply(self, changes: Sequence[Change]) -> None:
+        """Messages from the feed: each genuine one of another node ends its
+        user's sessions here."""
+        for change in changes:
+            obj = dict(change.obj) if isinstance(change.obj, dict) else {}
+            sig = obj.pop("sig", None)
+            if change.action != UPSERT or not isinstance(sig, str) \
+                    or not _verifies(self.key, obj, sig):
+                if not self.forged:
+                    log.warn("ignored a disconnect that is not signed with this node's "
+                             "admin key (another --admin-key, or forged)")
+                self.forged += 1
+                continue
+            if obj.get("origin") == self.node_id:
+                continue          # this node ended them when it was asked
+            self.received += 1
+            self.here(obj.get("user"))
+
+
+def _verifies(key: bytes, obj: dict, sig: str) -> bool:
+    import hmac
+    try:
+        return hmac.compare_digest(sig, signature(key, obj))
+    except (TypeError, ValueError):
+        return False

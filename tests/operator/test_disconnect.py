@@ -1,0 +1,146 @@
+"""admin.disconnect (SPEC section 16): every session of a user ends, on
+this node at once and on the other nodes through a signed message on the
+shared change feed. Two nodes on Clocks share one in-process feed."""
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import jwt
+import pytest
+from twisted.internet.defer import succeed
+
+from pushengine.admin import DISCONNECT_TYPE
+from pushengine.admin.hub import signature
+from pushengine.core.changes import UPSERT, Change
+from pushengine.core.hooks import SessionHooksBase
+from pushengine.feeds.memory import MemoryFeed
+from tests.http.harness import ClockNode, Http, Rpc
+
+KEY = "admin-key-of-the-tests-0123"
+SECRET = "disconnect-test-secret-of-enough-length"
+
+
+class Bus:
+    """One feed shared by nodes: what one publishes reaches every node's sink."""
+
+    def __init__(self) -> None:
+        self.ports: list[Port] = []
+
+
+class Port(MemoryFeed):
+    def __init__(self, bus: Bus) -> None:
+        super().__init__()
+        self.bus = bus
+        bus.ports.append(self)
+
+    def publish(self, changes: Sequence[Change]) -> Any:
+        for port in self.bus.ports:
+            if port.sink is not None:
+                port.sink.apply_changes(list(changes))
+        return succeed(len(changes))
+
+
+class Ear(SessionHooksBase):
+    def __init__(self) -> None:
+        self.destroyed_ids: list[str] = []
+
+    def destroyed(self, session) -> None:
+        self.destroyed_ids.append(session.id)
+
+
+class Node(ClockNode):
+    def __init__(self, bus: Bus, node_id: str, key: str = KEY) -> None:
+        super().__init__("--admin-key", key, "--secret", SECRET, "--node-id", node_id,
+                         feed=Port(bus))
+        self.feed.start(self.sink)            # as the feed service does
+        self.http = Http(self.web.resource())
+        self.rpc = Rpc(self.http)
+        self.ear = Ear()
+        self.hooks.add(self.ear)
+
+    def user(self, name: str) -> str:
+        sid = self.rpc("session.create")
+        self.rpc("session.authorize", sid, jwt.encode(
+            {"sub": name, "exp": time.time() + 600}, SECRET, algorithm="HS256"))
+        return sid
+
+
+class Stream:
+    """A streaming delivery that records being closed."""
+    holds_session = True
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def notify(self, session) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def nodes():
+    bus = Bus()
+    return Node(bus, "a"), Node(bus, "b")
+
+
+def test_disconnect_ends_the_users_sessions_here_and_there(nodes):
+    a, b = nodes
+    mine = [a.user("42"), a.user("42")]
+    theirs = b.user("42")
+    others = [a.user("7"), b.user("7"), a.user("420"), a.rpc("session.create")]
+    stream = Stream()
+    a.engine.sessions.attach(a.engine.sessions.get(mine[0]), stream)
+    assert a.rpc("admin.disconnect", KEY, "42") == 2          # "42" is the user 42
+    for node, sid in ((a, mine[0]), (a, mine[1]), (b, theirs)):
+        assert node.rpc.error("session.get_events", sid, 0).code == 1001
+    assert stream.closed
+    assert sorted(a.ear.destroyed_ids) == sorted(mine) and b.ear.destroyed_ids == [theirs]
+    for sid in others:
+        node = a if sid in a.engine.sessions.sessions else b
+        assert node.rpc("session.get_events", sid, 0) == []
+    assert b.disconnector.received == 1 and a.disconnector.received == 0
+    # nobody left: 0
+    assert b.rpc("admin.disconnect", KEY, 42) == 0
+
+
+def test_a_forged_disconnect_does_nothing(nodes):
+    a, b = nodes
+    sid = b.user("42")
+    obj = {"id": "x1", "user": 42, "origin": "a", "time": 0}
+    for bad in (dict(obj, sig=signature(b"another-admin-key-0123456", obj)),
+                dict(obj, sig=signature(KEY.encode(), dict(obj, user=7))),   # tampered
+                dict(obj)):                                                   # unsigned
+        a.feed.publish([Change(DISCONNECT_TYPE, UPSERT, "x1", bad)])
+    # published as an ordinary change by a backend: the same
+    reply = a.http.post("/api/publish", [{"type": DISCONNECT_TYPE, "action": "upsert",
+                                          "obj": dict(obj, sig="0" * 64)}])
+    assert reply.code == 200, reply
+    assert b.rpc("session.get_events", sid, 0) == []
+    assert b.disconnector.forged >= 3 and b.disconnector.received == 0
+    # a genuine one, for contrast, ends it
+    a.feed.publish([Change(DISCONNECT_TYPE, UPSERT, "x2",
+                           dict(obj, id="x2", sig=signature(KEY.encode(), dict(obj, id="x2"))))])
+    assert b.rpc.error("session.get_events", sid, 0).code == 1001
+
+
+def test_a_node_with_another_admin_key_ignores_it():
+    bus = Bus()
+    a, b = Node(bus, "a"), Node(bus, "b", key="a-different-admin-key-999")
+    sid = b.user("42")
+    assert a.rpc("admin.disconnect", KEY, 42) == 0
+    assert b.rpc("session.get_events", sid, 0) == []
+    assert b.disconnector.forged == 1
+
+
+def test_the_key_and_the_user_are_checked(nodes):
+    a, _ = nodes
+    sid = a.user("42")
+    assert a.rpc.error("admin.disconnect", "wrong-key-wrong-key", 42).code == 1003
+    for bad in (True, None, 1.5, [], ""):
+        assert a.rpc.error("admin.disconnect", KEY, bad).code == -32602
+    assert a.rpc("session.get_events", sid, 0) == []
+    closed = ClockNode()
+    assert Rpc(Http(closed.web.resource())).error("admin.disconnect", KEY, 42).code == 1003
