@@ -46,7 +46,8 @@ Reported per fault:
 - **duplicated**: a version received again by an update (not a reset), and
   ``seq`` numbers seen again (``seq_repeats``); ``seq_gaps``: a jump in
   ``seq`` not followed by a reset (a jump with a reset is the documented
-  renumbering of a resumed session);
+  renumbering of a resumed session); updates whose ``old`` is not the
+  session's copy of the stream (the contract says it must be);
 - latency = receipt of the version (or of the reset covering it) minus
   ``sent_at``; p99 **before** (the changes due in the ``--pre`` window's last
   30 s, received before the fault), **during** (due from the fault until recovery) and **after** (due
@@ -90,6 +91,7 @@ from bench.fleet import (EngineNode, PrivateMemcached, PrivateRedis,  # noqa: E4
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 LIMIT = 5
 PER_USER = 3
+MISMATCHES: list[dict] = []    # the first updates whose ``old`` differed from the copy
 
 
 # -- the publisher ------------------------------------------------------------------
@@ -217,6 +219,15 @@ class Session:
             if action in ("insert", "update"):
                 if action == "update" and self.items.get(obj["id"]) != e.get("old"):
                     self.old_mismatch += 1
+                    if len(MISMATCHES) < 8:
+                        mine = self.items.get(obj["id"])
+                        MISMATCHES.append({
+                            "session": self.sid, "seq": seq, "stream": obj["id"],
+                            "n": obj.get("n"), "old_n": (e.get("old") or {}).get("n"),
+                            "copy_n": None if mine is None else mine.get("n"),
+                            "since_reset_s": round(now - self.resets[-1][0], 3)
+                            if self.resets else None,
+                            "at": now})
                 self.items[obj["id"]] = obj
                 key = (obj["id"], obj.get("n", 0))
                 if key in self.got:
@@ -372,6 +383,8 @@ def analyse(load: Load, published: list[tuple[int, int, int, float]], t_inject: 
         "seq_repeats": sum(s.seq_repeats for s in sessions),
         "seq_gaps": sum(s.seq_gaps for s in sessions),
         "old_mismatches": sum(s.old_mismatch for s in sessions),
+        "old_mismatch_examples": [{**m, "at": round(m.pop("at") - t_inject, 2)}
+                                  for m in MISMATCHES[:8]],
         "resets": sum(len(s.resets) for s in sessions) - len(sessions),
         "sessions_renewed": sum(s.renewed for s in sessions),
         "sessions_with_reset": sum(1 for s in sessions if len(s.resets) > 1),
@@ -414,6 +427,7 @@ def forget_broker_state(exchange: str, queues: list[str]) -> None:
 
 
 def run_fault(fault: str, a: argparse.Namespace, workdir: Path) -> dict:
+    MISMATCHES.clear()
     tag = uuid.uuid4().hex[:8]
     exchange = f"pushengine.bench.faults.{tag}"
     redis = PrivateRedis(a.redis_port, workdir)
@@ -547,15 +561,16 @@ async def drive(fault: str, a: argparse.Namespace, base: str, publisher: Publish
 
 def table(results: dict[str, dict], how: dict[str, str]) -> str:
     head = ("| fault | how | lost (superseded) | duplicated (versions / seq) | seq gaps | "
+            "update with a wrong `old` | "
             "p99 before | p99 during | p99 after | recovery | resets | client errors | "
             "node log errors |")
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
 
     def ms(v):
         return "–" if v is None else f"{v:,.0f} ms"
     for fault, r in results.items():
         if "error" in r:
-            lines.append(f"| {fault} | {how[fault]} | run failed: {r['error']} |" + " |" * 9)
+            lines.append(f"| {fault} | {how[fault]} | run failed: {r['error']} |" + " |" * 10)
             continue
         errors = []
         for k, v in sorted(r["http_errors"].items()):
@@ -570,6 +585,7 @@ def table(results: dict[str, dict], how: dict[str, str]) -> str:
         lines.append(
             f"| {fault} | {how[fault]} | {r['lost']} of {r['expected']:,} ({r['superseded']}) | "
             f"{r['version_duplicates']} / {r['seq_repeats']} | {r['seq_gaps']} | "
+            f"{r['old_mismatches']} | "
             f"{ms(r['p99_before_ms'])} | {ms(r['p99_during_ms'])} | {ms(r['p99_after_ms'])} | "
             f"{recovery} | {r['resets']} ({r['sessions_with_reset']} sessions) | "
             f"{', '.join(errors) or 'none'} | {len(r['node_log_errors'])} |")
