@@ -92,6 +92,7 @@ AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 LIMIT = 5
 PER_USER = 3
 MISMATCHES: list[dict] = []    # the first updates whose ``old`` differed from the copy
+DUPLICATES: list[dict] = []    # the first versions received again by an update
 
 
 # -- the publisher ------------------------------------------------------------------
@@ -232,6 +233,11 @@ class Session:
                 key = (obj["id"], obj.get("n", 0))
                 if key in self.got:
                     self.version_dups += 1
+                    if len(DUPLICATES) < 8:
+                        DUPLICATES.append({
+                            "session": self.sid, "seq": seq, "stream": obj["id"],
+                            "n": obj.get("n"), "old_n": (e.get("old") or {}).get("n"),
+                            "first_s_ago": round(now - self.got[key], 3), "at": now})
                 else:
                     self.got[key] = now
             elif action == "delete":
@@ -382,6 +388,8 @@ def analyse(load: Load, published: list[tuple[int, int, int, float]], t_inject: 
         "version_duplicates": sum(s.version_dups for s in sessions),
         "seq_repeats": sum(s.seq_repeats for s in sessions),
         "seq_gaps": sum(s.seq_gaps for s in sessions),
+        "version_duplicate_examples": [{**m, "at": round(m.pop("at") - t_inject, 2)}
+                                       for m in DUPLICATES[:8]],
         "old_mismatches": sum(s.old_mismatch for s in sessions),
         "old_mismatch_examples": [{**m, "at": round(m.pop("at") - t_inject, 2)}
                                   for m in MISMATCHES[:8]],
@@ -428,6 +436,7 @@ def forget_broker_state(exchange: str, queues: list[str]) -> None:
 
 def run_fault(fault: str, a: argparse.Namespace, workdir: Path) -> dict:
     MISMATCHES.clear()
+    DUPLICATES.clear()
     tag = uuid.uuid4().hex[:8]
     exchange = f"pushengine.bench.faults.{tag}"
     redis = PrivateRedis(a.redis_port, workdir)
