@@ -421,10 +421,12 @@ class Api:
                              "only: pass your session id")
 
         def count(session: Session) -> Any:
-            if session.user is None:
-                raise NotAuthorized("the figure of a personal view needs an authorized session")
+            # a session holds a personal key only while authorized (an
+            # expired authorization removes it): not subscribed is 1005
             if key not in session.subs:
                 raise UnknownKey("this session has no subscription with that key")
+            if session.user is None:
+                raise NotAuthorized("the figure of a personal view needs an authorized session")
             return figure()
         return self.with_session(sid, count)
 
