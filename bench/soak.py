@@ -175,64 +175,63 @@ class Soak:
                 self.counts["resets"] += 1
             self.counts["events"] += 1
 
-    async def longpoll(self) -> None:
+    async def lives(self, kind: str, live) -> None:
+        """Sessions one after another, each living one to ten minutes:
+        ``live(sid, keys, last, life)`` receives its events until ``life``
+        (a monotonic time); then the session is destroyed. An error is
+        counted under ``kind`` and the next session starts a second later."""
         while self.running():
             try:
                 sid, keys = await self.new_session()
                 last = [0]
                 life = time.monotonic() + self.rand.uniform(60, 600)
-                while self.running() and time.monotonic() < life:
-                    events = await self.rpc("session.get_events", sid, 15, last[0], timeout=40)
-                    self.counts["polls"] += 1
-                    self.take(events, last)
-                    if self.rand.random() < 0.03:
-                        await self.churn(sid, keys)
+                await live(sid, keys, last, life)
                 if self.running():
                     await self.rpc("session.destroy", sid)
                     self.counts["sessions_destroyed"] += 1
             except Exception as e:
                 if self.running():
-                    self.error("longpoll", repr(e))
+                    self.error(kind, repr(e))
                     await asyncio.sleep(1)
 
+    async def longpoll(self) -> None:
+        async def live(sid: str, keys: list, last: list, life: float) -> None:
+            while self.running() and time.monotonic() < life:
+                events = await self.rpc("session.get_events", sid, 15, last[0], timeout=40)
+                self.counts["polls"] += 1
+                self.take(events, last)
+                if self.rand.random() < 0.03:
+                    await self.churn(sid, keys)
+        await self.lives("longpoll", live)
+
     async def sse(self) -> None:
-        while self.running():
-            try:
-                sid, keys = await self.new_session()
-                last = [0]
-                life = time.monotonic() + self.rand.uniform(60, 600)
-                while self.running() and time.monotonic() < life:
-                    # held for a while, then closed and opened again with last_event_id
-                    hold = self.rand.uniform(20, 90)
-                    url = f"{self.base}/api/events?session={sid}&last_event_id={last[0]}"
-                    async with self.http.get(url, timeout=aiohttp.ClientTimeout(
-                            total=None, sock_read=40)) as r:
-                        if r.status != 200:
-                            raise RuntimeError(f"SSE HTTP {r.status}: {await r.text()}")
-                        until = min(time.monotonic() + hold, self.end)
-                        while time.monotonic() < until:
-                            try:
-                                line = await asyncio.wait_for(
-                                    r.content.readline(), max(0.1, until - time.monotonic()))
-                            except asyncio.TimeoutError:
-                                break
-                            if not line:
-                                if self.running():
-                                    self.error("sse", "the stream ended")
-                                break
-                            if line.startswith(b"data: "):
-                                self.take([json.loads(line[6:])], last)
-                    if self.running():
-                        self.counts["reconnects"] += 1
-                        if self.rand.random() < 0.3:
-                            await self.churn(sid, keys)
+        async def live(sid: str, keys: list, last: list, life: float) -> None:
+            while self.running() and time.monotonic() < life:
+                # held for a while, then closed and opened again with last_event_id
+                hold = self.rand.uniform(20, 90)
+                url = f"{self.base}/api/events?session={sid}&last_event_id={last[0]}"
+                async with self.http.get(url, timeout=aiohttp.ClientTimeout(
+                        total=None, sock_read=40)) as r:
+                    if r.status != 200:
+                        raise RuntimeError(f"SSE HTTP {r.status}: {await r.text()}")
+                    until = min(time.monotonic() + hold, self.end)
+                    while time.monotonic() < until:
+                        try:
+                            line = await asyncio.wait_for(
+                                r.content.readline(), max(0.1, until - time.monotonic()))
+                        except asyncio.TimeoutError:
+                            break
+                        if not line:
+                            if self.running():
+                                self.error("sse", "the stream ended")
+                            break
+                        if line.startswith(b"data: "):
+                            self.take([json.loads(line[6:])], last)
                 if self.running():
-                    await self.rpc("session.destroy", sid)
-                    self.counts["sessions_destroyed"] += 1
-            except Exception as e:
-                if self.running():
-                    self.error("sse", repr(e))
-                    await asyncio.sleep(1)
+                    self.counts["reconnects"] += 1
+                    if self.rand.random() < 0.3:
+                        await self.churn(sid, keys)
+        await self.lives("sse", live)
 
     async def ws(self) -> None:
         while self.running():
