@@ -225,11 +225,8 @@ def ws_main(args: argparse.Namespace) -> None:
             after = rss_kib(proc.pid)
             stop.set()
             watcher.join(60)
-            lat = sorted(latencies)
             print(f"{name}: {what}; RSS {before / 1024:.1f} → {after / 1024:.1f} MB; "
-                  f"/health ({len(lat)}): p50 {statistics.median(lat) * 1000:.1f} ms, "
-                  f"p99 {lat[max(int(len(lat) * 0.99) - 1, 0)] * 1000:.1f} ms, "
-                  f"max {lat[-1] * 1000:.1f} ms", flush=True)
+                  f"/health ({len(latencies)}): {percentiles(latencies)}", flush=True)
     finally:
         proc.terminate()
         proc.wait(10)

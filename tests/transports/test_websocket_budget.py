@@ -61,12 +61,8 @@ def client_frames(*messages: Any) -> bytes:
     return b"".join(c.send(m) for m in messages)
 
 
-def test_a_flood_of_frames_is_handled_in_slices_with_reading_paused_between():
-    d = Dispatcher()
-    ws, transport, clock = connect(d)
-    ws.dataReceived(client_frames(*[TextMessage("[]") for _ in range(10 * SLICE_MESSAGES)]))
-    assert len(d.calls) == SLICE_MESSAGES
-    assert transport.producerState == "paused"
+def slice_sizes(ws, d) -> list[int]:
+    """How many calls each later slice of ``ws`` handles, as it runs."""
     sizes: list[int] = []
     slice_ = ws._slice
 
@@ -75,6 +71,16 @@ def test_a_flood_of_frames_is_handled_in_slices_with_reading_paused_between():
         slice_()
         sizes.append(len(d.calls) - before)
     ws._slice = spy                        # type: ignore[method-assign]
+    return sizes
+
+
+def test_a_flood_of_frames_is_handled_in_slices_with_reading_paused_between():
+    d = Dispatcher()
+    ws, transport, clock = connect(d)
+    ws.dataReceived(client_frames(*[TextMessage("[]") for _ in range(10 * SLICE_MESSAGES)]))
+    assert len(d.calls) == SLICE_MESSAGES
+    assert transport.producerState == "paused"
+    sizes = slice_sizes(ws, d)
     clock.advance(0)
     assert len(d.calls) == 10 * SLICE_MESSAGES
     assert max(sizes) <= SLICE_MESSAGES and len(sizes) >= 9
@@ -250,14 +256,7 @@ def test_every_message_is_handled_once_in_order_whatever_the_reads(texts, cuts):
     is on again once everything is handled."""
     d = Dispatcher()
     ws, transport, clock = connect(d)
-    sizes: list[int] = []
-    slice_ = ws._slice
-
-    def spy() -> None:
-        before = len(d.calls)
-        slice_()
-        sizes.append(len(d.calls) - before)
-    ws._slice = spy                        # type: ignore[method-assign]
+    sizes = slice_sizes(ws, d)
     data = client_frames(*[TextMessage(t) for t in texts])
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
     for a, b in zip(points, points[1:]):
