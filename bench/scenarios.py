@@ -214,13 +214,14 @@ def stream_runs(quick: bool, duration: float) -> list[Run]:
 
 def target_runs() -> list[Run]:
     """``--suite targets``: the issue's targets, side by side with the peers
-    -- 10,000 streams on one view at 10 and 1 changes/s (WebSocket on the
-    three servers, SSE on pushengine and nchan), the most held streams the
-    file limit allows, and long-polling's fan-out 1,000 x 10/s to compare
+    -- 1,000 and 10,000 streams on one view at 10 and 1 changes/s (WebSocket
+    on the three servers, SSE on pushengine and nchan), the most held streams
+    the file limit allows, and long-polling's fan-out 1,000 x 10/s to compare
     with the figures it had before."""
     n = max_held()
-    return ([Run("fanout", t, 10_000, transport=tr, rate=r, duration=15, timeout=30)
-             for r in (10, 1) for tr in STREAMS for t in servers(tr)] +
+    return ([Run("fanout", t, s, transport=tr, rate=r, duration=15, timeout=30)
+             for s in (10_000, 1000) for r in (10, 1) for tr in STREAMS
+             for t in servers(tr)] +
             [Run("held", t, n, transport=tr, timeout=20, note=held_note(n))
              for tr in STREAMS for t in servers(tr)] +
             [Run("fanout", t, 1000, rate=10, duration=15, timeout=30)
@@ -306,8 +307,28 @@ def targets() -> list[Target]:
                           versus=NCHAN))
     out.append(Target("10,000 long-polling sessions x 1 change/s: p99 < 1 s, nothing lost",
                       "fanout", "longpoll", 10_000, "p99", 1.0, rate=1, nothing_lost=True))
+    out.append(Target("10,000 long-polling sessions x 1 change/s: p99 within x1.5 of nchan's",
+                      "fanout", "longpoll", 10_000, "p99", 1.5, rate=1, versus=NCHAN))
     out.append(Target(f"{n:,} held polls answered within 2 s of their timeout", "held",
                       "longpoll", n, "last late s", 2.0))
     out.append(Target("get_events answers with events waiting >= 0.5 x nchan's", "answers",
                       "longpoll", 100, "answers/s", 0.5, above=True, versus=NCHAN))
+    # the scale round: every streaming fan-out within x1.5 of nchan's p99 and
+    # ahead of Socket.IO's, held streams at or below nchan's memory, idle
+    # streams under 1 % of a core
+    for tr, name in (("ws", "WebSocket"), ("sse", "SSE")):
+        for sessions in (1000, 10_000):
+            for rate in (1, 10):
+                run = f"{sessions:,} {name} streams x {rate}/s"
+                out.append(Target(f"{run}: p99 within x1.5 of nchan's", "fanout", tr,
+                                  sessions, "p99", 1.5, rate=rate, versus=NCHAN,
+                                  nothing_lost=True))
+                if tr == "ws":
+                    out.append(Target(f"{run}: p99 ahead of Socket.IO's", "fanout", tr,
+                                      sessions, "p99", 1.0, rate=rate, versus=SOCKETIO,
+                                      nothing_lost=True))
+        out.append(Target(f"{n:,} held {name} streams: memory at or below nchan's", "held",
+                          tr, n, "KB/session", 1.0 + 1e-9, versus=NCHAN))
+        out.append(Target(f"{n:,} held {name} streams: idle CPU <= 1 % of a core", "held",
+                          tr, n, "idle CPU %", 1.0 + 1e-9))
     return out
