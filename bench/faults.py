@@ -130,7 +130,10 @@ class Publisher(threading.Thread):
 
     def send(self, changes: list[dict]) -> None:
         body = json.dumps(changes).encode()
-        props = pika.BasicProperties(content_type="application/json", delivery_mode=2)
+        # a unique message id, as every publisher should set: a node drops
+        # the broker's second delivery of a message it applied already
+        props = pika.BasicProperties(content_type="application/json", delivery_mode=2,
+                                     message_id=uuid.uuid4().hex)
         self.channel.basic_publish(self.exchange, "", body, props)
 
     def seed(self) -> None:

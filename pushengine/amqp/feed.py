@@ -3,7 +3,6 @@ exchange with bindings by interest (``routing="interest"``)."""
 from __future__ import annotations
 
 import socket
-import uuid
 from collections import OrderedDict
 from typing import Any, Callable, Generator, Mapping, Protocol, Sequence
 
@@ -26,7 +25,7 @@ from pushengine.amqp.connection import (
 from pushengine.amqp.interest import Bindings
 from pushengine.amqp.publisher import (
     COPIES_HEADER, TIMESTAMP_MS_HEADER, ConfirmPublisher, NotConnected, copy_properties,
-    message_properties)
+    message_properties, new_message_id)
 from pushengine.amqp.routing import plan
 from pushengine.amqp.url import AmqpUrl, parse_amqp_url
 from pushengine.core.changes import Change, decode_changes, encode_changes
@@ -42,8 +41,9 @@ DEFAULT_ROUTED_EXCHANGE = "pushengine.routed"
 FANOUT = "fanout"
 INTEREST = "interest"
 ROUTINGS = (FANOUT, INTEREST)
-# message ids of copies seen (interest mode), kept to drop the later copies
-SEEN_COPIES = 10_000
+# ids of the messages applied last, kept to drop a later copy (interest mode)
+# or a redelivery of a message applied before its ack was lost
+SEEN_MESSAGES = 10_000
 QUEUE_PREFIX = "pushengine.node."
 DEFAULT_PREFETCH = 500
 DEFAULT_QUEUE_TTL = 3600.0
@@ -94,6 +94,7 @@ class Delivered(Protocol):
     content)."""
 
     delivery_tag: int
+    redelivered: bool
     content: Content
 
 
@@ -175,7 +176,7 @@ class AmqpFeed:
         self.routes = {t: list(f) for t, f in (routes or {}).items()}
         self.bindings = bindings if bindings is not None or routing == FANOUT \
             else Bindings(reactor)
-        self._copies: OrderedDict[str, None] = OrderedDict()
+        self._applied: OrderedDict[str, None] = OrderedDict()
 
         self._sink: ChangeSink | None = None
         self._state = STOPPED
@@ -198,6 +199,7 @@ class AmqpFeed:
         self.changes_published = 0
         self.messages_published = 0
         self.duplicate_copies = 0
+        self.redeliveries_dropped = 0
         self.feed_lag: float | None = None
 
         tcp = HostnameEndpoint(reactor, self.url.host, self.url.port,
@@ -269,7 +271,7 @@ class AmqpFeed:
                     sent.append(session.publisher.publish(
                         body, message_properties(now), routing_key=keys[0]))
                     continue
-                properties = copy_properties(now, uuid.uuid4().hex, len(keys))
+                properties = copy_properties(now, new_message_id(), len(keys))
                 sent += [session.publisher.publish(body, properties, routing_key=key)
                          for key in keys]
             self.messages_published += len(sent)
@@ -308,6 +310,7 @@ class AmqpFeed:
             "gaps": self.gaps,
             "changes_published": self.changes_published,
             "messages_published": self.messages_published,
+            "redeliveries_dropped": self.redeliveries_dropped,
             "connected": 1 if self._state == CONNECTED else 0,
         }
         if self.bindings is not None:
@@ -480,17 +483,28 @@ class AmqpFeed:
 
     # Consuming
 
-    def _repeated_copy(self, properties: Mapping[str, Any]) -> bool:
-        """A copy of a message whose other copy this node applied already."""
-        message_id = _copy_id(properties)
-        if message_id is None:
-            return False
-        if message_id in self._copies:
-            return True
-        self._copies[message_id] = None
-        if len(self._copies) > SEEN_COPIES:
-            self._copies.popitem(last=False)
-        return False
+    def _applied_before(self, message: Delivered) -> str | None:
+        """Why a message this process applied already must not be applied
+        again ("copy": the later copy of a message published under several
+        routing keys; "redelivered": the broker delivers it again because the
+        connection was lost before its ack), else None. Known by the message
+        id (every publisher of this package sets one); a message without one
+        is always applied, and so is a message whose id comes again without
+        being a copy or a redelivery (a backend that reuses ids)."""
+        properties = message.content.properties
+        message_id = properties.get("message-id")
+        if not isinstance(message_id, str) or not message_id:
+            return None
+        if message_id in self._applied:
+            if _copy_id(properties) is not None:
+                return "copy"
+            if message.redelivered:
+                return "redelivered"
+            return None
+        self._applied[message_id] = None
+        if len(self._applied) > SEEN_MESSAGES:
+            self._applied.popitem(last=False)
+        return None
 
     @inlineCallbacks
     def _consume(self, session: _Session) -> Generator[Deferred, Any, None]:
@@ -528,8 +542,12 @@ class AmqpFeed:
         """
         self.messages_received += 1
         content = message.content
-        if self.bindings is not None and self._repeated_copy(content.properties):
-            self.duplicate_copies += 1
+        again = self._applied_before(message)
+        if again is not None:
+            if again == "copy":
+                self.duplicate_copies += 1
+            else:
+                self.redeliveries_dropped += 1
             return
         changes, errors = decode_changes(content.body, self.id_fields)
         if errors:
@@ -644,7 +662,8 @@ class _Session:
 
     def _ack_failed(self, failure: Failure) -> None:
         # The channel or connection is gone; the broker redelivers the
-        # unacked messages to the next consumer (a repeated upsert is harmless).
+        # unacked messages to the next consumer, which drops those it applied
+        # already by their message id.
         log.info("AMQP feed: could not ack ({reason})", reason=describe(failure))
 
     # FeedClient listener

@@ -12,6 +12,8 @@ answer, so "published" means "the broker has it".
 """
 from __future__ import annotations
 
+import os
+from itertools import count
 from typing import Any, Generator, Iterable
 
 from twisted.internet.defer import Deferred, DeferredList, fail, inlineCallbacks
@@ -43,8 +45,20 @@ class PublishFailed(FeedUnavailable):
     or the connection was lost before its answer."""
 
 
-def message_properties(now: float) -> dict[str, Any]:
-    """Properties of a change message published at ``now`` (POSIX seconds).
+_ID_PREFIX = os.urandom(8).hex() + "."
+_ID_SEQUENCE = count(1)
+
+
+def new_message_id() -> str:
+    """A message id unique to this message: a random prefix chosen once per
+    process and a counter (cheaper than a UUID per message). Consumers drop
+    a redelivered message whose id they applied already."""
+    return _ID_PREFIX + str(next(_ID_SEQUENCE))
+
+
+def message_properties(now: float, message_id: str | None = None) -> dict[str, Any]:
+    """Properties of a change message published at ``now`` (POSIX seconds),
+    with ``message_id`` (a new one when not given).
 
     ``timestamp`` is the AMQP property (whole seconds); the ``timestamp_ms``
     header carries milliseconds so that the feed lag can be measured below
@@ -56,6 +70,7 @@ def message_properties(now: float) -> dict[str, Any]:
         "content-type": CONTENT_TYPE,
         "delivery-mode": PERSISTENT,
         "timestamp": int(now),
+        "message-id": message_id or new_message_id(),
         "headers": {TIMESTAMP_MS_HEADER: str(int(now * 1000))},
     }
 
@@ -63,8 +78,7 @@ def message_properties(now: float) -> dict[str, Any]:
 def copy_properties(now: float, message_id: str, copies: int) -> dict[str, Any]:
     """Properties of one of ``copies`` copies of a message (same body, one
     routing key each), all with ``message_id``."""
-    properties = message_properties(now)
-    properties["message-id"] = message_id
+    properties = message_properties(now, message_id)
     properties["headers"][COPIES_HEADER] = str(copies)
     return properties
 

@@ -52,6 +52,9 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
                                                     "(interest mode: one per routing key)"),
     ("feed", "duplicate_copies"): (COUNTER, None, "Second copies of a message published under "
                                                   "two routing keys, dropped (interest mode)"),
+    ("feed", "redeliveries_dropped"): (COUNTER, None, "Messages the broker delivered again after "
+                                                      "a lost connection whose id this node had "
+                                                      "applied already, dropped"),
     ("feed", "bindings"): (GAUGE, "pushengine_feed_bindings",
                            "Routing keys the node's queue is bound to (interest mode)"),
     ("feed", "binding_keys_wanted"): (GAUGE, "pushengine_feed_binding_keys_wanted",

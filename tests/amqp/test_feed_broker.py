@@ -173,6 +173,31 @@ async def test_connection_closed_by_the_broker_loses_nothing(amqp, need_rabbitmq
 
 
 @pytest_twisted.ensureDeferred
+async def test_messages_applied_but_not_acked_are_not_applied_again(
+        amqp, need_rabbitmqctl, monkeypatch):
+    """The connection drops after the changes were applied and before their
+    ack: the broker delivers them again (``redelivered``), and the node,
+    knowing their message ids, does not apply them a second time."""
+    from pushengine.amqp import feed as feed_module
+
+    monkeypatch.setattr(feed_module._Session, "flush_acks", lambda session: None)
+    sink = RecordingSink()
+    feed = await amqp.started(sink=sink)
+    publisher = await amqp.publisher()
+    for i in range(20):
+        await publisher.publisher.publish(encode_changes([stream(i)]), message_properties(0))
+    await eventually(lambda: len(sink.ids) == 20, what="every change once")
+    first_client = feed.client
+    await rabbitmqctl("close_connection", await connection_pid(first_client), "test")
+    await eventually(lambda: feed.redeliveries_dropped == 20, what="the redeliveries")
+    assert feed.client is not first_client
+    assert sink.ids == list(range(20))
+    await publisher.publisher.publish(encode_changes([stream(20)]), message_properties(0))
+    await eventually(lambda: sink.ids[-1:] == [20], what="a new change")
+    assert sink.ids == list(range(21))
+
+
+@pytest_twisted.ensureDeferred
 async def test_publish_while_reconnecting_fails_clearly(amqp, need_rabbitmqctl):
     feed = await amqp.started()
     pid = await connection_pid(feed.client)

@@ -25,9 +25,10 @@ class FakeContent:
 
 
 class FakeMessage:
-    def __init__(self, body, tag=1, properties=None):
+    def __init__(self, body, tag=1, properties=None, redelivered=False):
         self.content = FakeContent(body, properties)
         self.delivery_tag = tag
+        self.redelivered = redelivered
 
 
 @pytest.fixture
@@ -323,3 +324,53 @@ def test_a_timestamp_header_is_ascii_digits_or_ignored(value):
                                     properties=props))
     assert sink.ids == [2]
     assert feed.stats()["bad_headers"] == (0 if strict else 1)
+
+
+ONE = '{"type": "Stream", "action": "upsert", "obj": {"id": 1, "n": %d}}'
+
+
+def test_a_redelivered_message_applied_before_is_dropped():
+    """The broker delivers again what was not acked when the connection
+    dropped; what this process applied already is not applied twice."""
+    feed, sink = feed_with_sink()
+    feed.handle_message(FakeMessage(ONE % 1, 1, {"message-id": "a"}))
+    feed.handle_message(FakeMessage(ONE % 2, 2, {"message-id": "b"}))
+    feed.handle_message(FakeMessage(ONE % 1, 1, {"message-id": "a"}, redelivered=True))
+    feed.handle_message(FakeMessage(ONE % 2, 2, {"message-id": "b"}, redelivered=True))
+    feed.handle_message(FakeMessage(ONE % 3, 3, {"message-id": "c"}, redelivered=True))
+    assert [c.obj["n"] for batch in sink.batches for c in batch] == [1, 2, 3]
+    assert feed.redeliveries_dropped == 2
+    assert feed.stats()["redeliveries_dropped"] == 2
+
+
+def test_without_a_message_id_or_not_redelivered_a_message_is_applied():
+    """No id: nothing to know it by. The same id again, not redelivered and
+    not a copy: a backend that reuses ids; applying is the safe side."""
+    feed, sink = feed_with_sink()
+    feed.handle_message(FakeMessage(ONE % 1, 1))
+    feed.handle_message(FakeMessage(ONE % 1, 1, redelivered=True))
+    feed.handle_message(FakeMessage(ONE % 2, 2, {"message-id": "x"}))
+    feed.handle_message(FakeMessage(ONE % 3, 3, {"message-id": "x"}))
+    assert [c.obj["n"] for batch in sink.batches for c in batch] == [1, 1, 2, 3]
+    assert feed.redeliveries_dropped == 0
+
+
+def test_the_ids_remembered_are_bounded():
+    from pushengine.amqp import feed as feed_module
+
+    feed, sink = feed_with_sink()
+    for i in range(feed_module.SEEN_MESSAGES + 5):
+        feed.handle_message(FakeMessage(ONE % i, i + 1, {"message-id": f"m{i}"}))
+    assert len(feed._applied) == feed_module.SEEN_MESSAGES
+    # the oldest id was forgotten: its redelivery is applied (the safe side)
+    feed.handle_message(FakeMessage(ONE % 0, 1, {"message-id": "m0"}, redelivered=True))
+    feed.handle_message(FakeMessage(ONE % 9, 1, {"message-id": "m9"}, redelivered=True))
+    assert feed.redeliveries_dropped == 1
+
+
+def test_every_message_the_package_publishes_has_its_own_id():
+    from pushengine.amqp.publisher import copy_properties, message_properties
+
+    ids = {message_properties(0.0)["message-id"] for _ in range(1000)}
+    assert len(ids) == 1000
+    assert copy_properties(0.0, "same", 2)["message-id"] == "same"
