@@ -9,10 +9,18 @@ only when the signature verifies under its own admin key, so a backend that
 may publish changes but does not know the key cannot end anybody's sessions.
 A session ended so is destroyed as ``session.destroy`` destroys it (its
 stream is closed, the hooks hear ``destroyed``).
+
+A signed message cannot be used twice: one whose ``time`` is more than
+``REPLAY_WINDOW`` seconds away from this node's clock is dropped (a copy
+replayed later, or a message that waited that long in a queue: ending
+sessions the user opened since would be wrong), and within the window each
+message id is applied once (a copy published again at once). Nodes' clocks
+must agree to well within the window (NTP).
 """
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
 from typing import Any, Sequence
 
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -28,6 +36,10 @@ from pushengine.core.interfaces import ChangeFeed
 from pushengine.core.sessions import SessionManager
 
 log = Logger()
+# seconds a disconnect message stays valid after (and before) its time
+REPLAY_WINDOW = 600.0
+# message ids remembered to refuse a copy within the window (bounded)
+MAX_SEEN = 10_000
 
 
 class Disconnector:
@@ -46,6 +58,8 @@ class Disconnector:
         self.ended = 0            # sessions ended, by a call here or a message
         self.received = 0         # genuine messages of other nodes
         self.forged = 0           # messages whose signature did not verify
+        self.replayed = 0         # genuine messages seen before or out of their window
+        self._seen: OrderedDict[str, float] = OrderedDict()
 
     def here(self, user: Any) -> int:
         """End every session of ``user`` this node holds; how many."""
@@ -89,8 +103,36 @@ class Disconnector:
                 continue
             if obj.get("origin") == self.node_id:
                 continue          # this node ended them when it was asked
+            if not self._fresh(obj):
+                self.replayed += 1
+                continue
             self.received += 1
             self.here(obj.get("user"))
+
+    def _fresh(self, obj: dict) -> bool:
+        """A message within its window and not seen before (then remembered)."""
+        now = self.clock.seconds()
+        sent = obj.get("time")
+        message_id = obj.get("id")
+        if isinstance(sent, bool) or not isinstance(sent, (int, float)) \
+                or not isinstance(message_id, str) or abs(now - sent) > REPLAY_WINDOW:
+            return False
+        while self._seen:                     # forget what left the window
+            oldest, at = next(iter(self._seen.items()))
+            if now - at <= REPLAY_WINDOW and len(self._seen) < MAX_SEEN:
+                break
+            del self._seen[oldest]
+        if message_id in self._seen:
+            return False
+        self._seen[message_id] = float(sent)
+        return True
+
+    def stats(self) -> dict[str, int]:
+        """Counters for /metrics."""
+        return {"disconnect_sessions_ended": self.ended,
+                "disconnects_received": self.received,
+                "disconnects_forged": self.forged,
+                "disconnects_replayed": self.replayed}
 
 
 def _verifies(key: bytes, obj: dict, sig: str) -> bool:

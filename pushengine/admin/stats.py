@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine.admin import ADMIN_TYPE
+from pushengine.admin.disconnect import Disconnector
 from pushengine.admin.hub import AdminHub, AdminSink
 from pushengine.admin.methods import AdminKey
 from pushengine.core.changes import UPSERT, Change
@@ -151,14 +152,18 @@ class AdminFigures:
     """The admin parts' counters, for /metrics (the ``admin`` source)."""
 
     counter_names = ("stats_published", "stats_failed", "stats_received", "stats_forged",
-                     "stats_ignored", "key_refusals", "events_delivered")
+                     "stats_ignored", "key_refusals", "events_delivered",
+                     "disconnect_sessions_ended", "disconnects_received", "disconnects_forged",
+                     "disconnects_replayed")
 
     def __init__(self, sink: AdminSink, hub: AdminHub | None,
-                 publisher: StatsPublisher | None, key: AdminKey) -> None:
+                 publisher: StatsPublisher | None, key: AdminKey,
+                 disconnector: Disconnector | None = None) -> None:
         self.sink = sink
         self.hub = hub
         self.publisher = publisher
         self.key = key
+        self.disconnector = disconnector
 
     def stats(self) -> dict[str, int]:
         out = {"stats_ignored": self.sink.ignored, "key_refusals": self.key.refused}
@@ -169,4 +174,6 @@ class AdminFigures:
         if self.publisher is not None:
             out.update(stats_published=self.publisher.published,
                        stats_failed=self.publisher.failed)
+        if self.disconnector is not None:
+            out.update(self.disconnector.stats())
         return out

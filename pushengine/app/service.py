@@ -269,7 +269,7 @@ class Node:
         self.admin_key = AdminKey(key, self.reactor)
         from pushengine.admin.stats import AdminFigures
         self.sources["admin"] = AdminFigures(self.sink, self.admin_hub, self.stats_publisher,
-                                             self.admin_key)
+                                             self.admin_key, self.disconnector)
         self.admin_methods = AdminMethods(
             self.admin_key, self.admin_hub, self.api, self.feed, self.catalog.id_fields,
             self.options["node-id"], self.cluster.registry if self.cluster is not None else None,

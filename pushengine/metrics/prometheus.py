@@ -145,6 +145,14 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
     ("admin", "key_refusals"): (COUNTER, None, "admin.* calls refused for a wrong or missing "
                                                "admin key"),
     ("admin", "events_delivered"): (COUNTER, None, "Statistics events queued to admin pages"),
+    ("admin", "disconnect_sessions_ended"): (COUNTER, None, "Sessions ended by admin.disconnect, "
+                                                            "here or on another node's word"),
+    ("admin", "disconnects_received"): (COUNTER, None, "Signed disconnects of other nodes "
+                                                       "applied"),
+    ("admin", "disconnects_forged"): (COUNTER, None, "Disconnect objects ignored: not signed "
+                                                     "with this node's admin key"),
+    ("admin", "disconnects_replayed"): (COUNTER, None, "Signed disconnects ignored: seen before "
+                                                       "or outside their time window"),
     ("admin", "nodes"): (GAUGE, None, "Nodes whose statistics the admin hub holds"),
     ("admin", "pages"): (GAUGE, None, "Sessions of admin pages subscribed to the statistics"),
     # per-client limits

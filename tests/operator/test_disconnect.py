@@ -144,3 +144,48 @@ def test_the_key_and_the_user_are_checked(nodes):
     assert a.rpc("session.get_events", sid, 0) == []
     closed = ClockNode()
     assert Rpc(Http(closed.web.resource())).error("admin.disconnect", KEY, 42).code == 1003
+
+
+def signed(obj: dict) -> Change:
+    return Change(DISCONNECT_TYPE, UPSERT, obj["id"],
+                  dict(obj, sig=signature(KEY.encode(), obj)))
+
+
+def test_a_signed_disconnect_is_applied_once_and_only_within_its_window(nodes):
+    """A copy of a genuine message (captured and published again, or a
+    message that waited in a queue) must not end the sessions the user
+    opened since."""
+    a, b = nodes
+    b.clock.advance(10_000)
+    first = b.user("42")
+    message = signed({"id": "d1", "user": 42, "origin": "a", "time": b.clock.seconds()})
+    a.feed.publish([message])
+    assert b.rpc.error("session.get_events", first, 0).code == 1001
+    again = b.user("42")
+    a.feed.publish([message])                                    # the same copy again
+    a.feed.publish([signed({"id": "d2", "user": 42, "origin": "a",
+                            "time": b.clock.seconds() - 601})])  # out of its window
+    a.feed.publish([signed({"id": "d3", "user": 42, "origin": "a",
+                            "time": b.clock.seconds() + 601})])  # from the future
+    a.feed.publish([signed({"id": "d4", "user": 42, "origin": "a", "time": "now"})])
+    assert b.rpc("session.get_events", again, 0) == []
+    assert b.disconnector.received == 1 and b.disconnector.replayed == 4
+    metrics = b.http.get("/metrics").body.decode()
+    for series, value in (("disconnects_replayed", 4), ("disconnects_received", 1),
+                          ("disconnect_sessions_ended", 1)):
+        assert f'pushengine_admin_{series}_total{{node="b"}} {value}.0' in metrics
+    # a new genuine message still works
+    a.feed.publish([signed({"id": "d5", "user": 42, "origin": "a",
+                            "time": b.clock.seconds()})])
+    assert b.rpc.error("session.get_events", again, 0).code == 1001
+
+
+def test_the_ids_remembered_are_bounded(nodes, monkeypatch):
+    from pushengine.admin import disconnect
+
+    monkeypatch.setattr(disconnect, "MAX_SEEN", 5)
+    a, b = nodes
+    for i in range(20):
+        a.feed.publish([signed({"id": f"m{i}", "user": 9, "origin": "a",
+                                "time": b.clock.seconds()})])
+    assert len(b.disconnector._seen) <= 5 and b.disconnector.received == 20
