@@ -147,8 +147,10 @@ class EngineServer:
             wait_http(self.url + "/health", 30, self.proc)
         except RuntimeError as e:
             err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+            log = self.log_tail()
             self.stop()
-            raise RuntimeError(f"the engine did not start ({e}): {err.strip()[-600:]}") from None
+            raise RuntimeError(f"the engine did not start ({e}): {err.strip()[-600:]}"
+                               f" {log.strip()[-600:]}") from None
         return self
 
     def pids(self) -> list[int]:
@@ -213,8 +215,8 @@ class PeerServer:
 class NchanServer(PeerServer):
     name = NCHAN
 
-    def __init__(self, timeout: float) -> None:
-        super().__init__(nchan_mod.Nchan(free_port(), timeout=timeout))
+    def __init__(self, timeout: float, workers: int = 1) -> None:
+        super().__init__(nchan_mod.Nchan(free_port(), timeout=timeout, workers=workers))
 
     def metrics(self) -> dict[str, float]:
         """nchan_stub_status figures, named like the engine's where they match."""
@@ -275,17 +277,18 @@ def amqp_names() -> tuple[str, str]:
     return f"pushengine.bench.{tag}", f"bench-{tag}"
 
 
-def amqp_cleanup(exchange: str, node: str) -> None:
-    """Delete the run's exchange and its node queue (pushengine.node.<node>)."""
+def amqp_cleanup(exchange: str, *nodes: str) -> None:
+    """Delete the run's exchange and its nodes' queues (pushengine.node.<node>)."""
     try:
         import pika
         conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
         ch = conn.channel()
-        ch.queue_delete(f"pushengine.node.{node}")
+        for node in nodes:
+            ch.queue_delete(f"pushengine.node.{node}")
         ch.exchange_delete(exchange)
         conn.close()
     except Exception as e:  # best effort: the queue expires by itself
-        print(f"  (could not delete {exchange}: {e})", file=sys.stderr)
+        print(f"  (could not delete {exchange}: {e!r})", file=sys.stderr)
 
 
 def amqp_engine_args(exchange: str, node: str) -> list[str]:
@@ -489,11 +492,14 @@ LOADGEN = os.path.join(HERE, "loadgen.py")
 
 
 def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None,
-            loadgen: str = LOADGEN) -> dict[str, Any]:
+            loadgen: str = LOADGEN, server=None) -> dict[str, Any]:
     """One run: its server started fresh, sampled while ``loadgen`` (this
-    checkout's, or another version's to compare) makes the load."""
-    amqp = amqp_names() if run.group == "amqp" else None
-    server = make_server(run, amqp)
+    checkout's, or another version's to compare) makes the load. ``server``:
+    a server not started yet, instead of the run's own (``url``, ``start``,
+    ``stop``, ``pids``, ``metrics``: bench/cores.py's cluster)."""
+    amqp = amqp_names() if run.group == "amqp" and server is None else None
+    if server is None:
+        server = make_server(run, amqp)
     LIVE.append(server)
     try:
         server.start()

@@ -1,4 +1,5 @@
-"""Processes for the fault and soak benchmarks (bench/faults.py, bench/soak.py).
+"""Processes for the fault, soak and one-node-per-core benchmarks
+(bench/faults.py, bench/soak.py, bench/cores.py).
 
 A private Redis and a private memcached on ports of their own, in a temporary
 directory (so that restarting or killing them touches nobody else's), engine

@@ -45,6 +45,11 @@ Modes:
   exchange (``--amqp``, ``--exchange``) with pika, ``--batch`` changes per
   message (1: single).
 
+Every call of an engine session after ``session.create`` names it in the URL
+(``POST /api/jsonrpc?session=SID``), as the browser client does: behind a
+balancer hashing on it (deploy/haproxy.cfg.in, ``bench/cores.py``) the
+session's calls reach the node holding it.
+
 Every session polls ``session.get_events [sid, timeout, ack]`` with the last
 ``seq`` it received as ``ack`` (nchan: ``GET /sub/CH`` with ``If-Modified-Since``
 and ``If-None-Match`` of the previous answer). For every event the latency is
@@ -402,6 +407,12 @@ def post(path: str, body: bytes, host: str = "127.0.0.1") -> bytes:
             b"Content-Length: %d\r\n\r\n" % (path.encode(), host.encode(), len(body))) + body
 
 
+def rpc_path(sid: str) -> str:
+    """A session's JSON-RPC URL: ``?session=SID``, as the browser client
+    sends it, so that a balancer hashing on it keeps the session on one node."""
+    return "/api/jsonrpc?session=" + sid
+
+
 def rpc_body(method: str, params: list, id_: int = 1) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params},
                       separators=(",", ":")).encode()
@@ -600,12 +611,14 @@ class Session(EngineEvents):
         self.ack = 0
         self.last_n = {}   # object id -> last n seen
         self.base = w.cfg["n_base"]
+        self.path = "/api/jsonrpc"
 
     async def setup(self) -> None:
         cfg = self.w.cfg
         self.conn = await connect(self.w.host, self.w.port)
         r = await self.rpc(rpc_body("session.create", []))
         self.sid = r["result"]
+        self.path = rpc_path(self.sid)
         if cfg["mode"] in ("fanout", "held", "answers"):
             r = await self.rpc(rpc_body("stream.subscribe_public_live", [self.sid, 1]))
             self.note_state(r["result"][1])
@@ -628,7 +641,7 @@ class Session(EngineEvents):
             self.conn.close()
 
     async def rpc(self, body: bytes) -> Any:
-        resp = await self.conn.request(post("/api/jsonrpc", body))
+        resp = await self.conn.request(post(self.path, body))
         if resp.status != 200:
             raise HttpError(f"HTTP {resp.status}")
         value = loads(resp.body)
@@ -649,7 +662,7 @@ class Session(EngineEvents):
             if first:
                 w.note_first_poll(sent)
             try:
-                resp = await self.conn.request(post("/api/jsonrpc", body))
+                resp = await self.conn.request(post(self.path, body))
             except HttpError:
                 if not w.stopping:
                     st.error("connection lost")
@@ -1135,7 +1148,7 @@ class EngineSse(EngineEvents, SseStream):
     async def open(self) -> None:
         self.sid = loads(await self._http(post("/api/jsonrpc",
                                                rpc_body("session.create", []))))["result"]
-        r = loads(await self._http(post("/api/jsonrpc", rpc_body(
+        r = loads(await self._http(post(rpc_path(self.sid), rpc_body(
             "stream.subscribe_public_live", [self.sid, 1]))))
         if "result" not in r:
             raise HttpError(f"subscribe failed: {r.get('error')}")
@@ -1433,7 +1446,7 @@ class Worker:
                    b"If-Modified-Since: Thu, 01 Jan 1970 00:00:01 GMT\r\n"
                    b"If-None-Match: 0\r\n\r\n" % FAN_CHANNEL.encode())
         else:
-            raw = post("/api/jsonrpc", rpc_body("session.get_events", [s.sid, 0, 0]))
+            raw = post(rpc_path(s.sid), rpc_body("session.get_events", [s.sid, 0, 0]))
         self.note_first_poll(time.time())
         while not self.stopping:
             try:

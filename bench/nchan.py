@@ -1,9 +1,9 @@
 """nginx with the nchan module: the peer the benchmarks compare pushengine with.
 
-    python bench/nchan.py [--port 8090] [--timeout 20]     # run it in the foreground
+    python bench/nchan.py [--port 8090] [--timeout 20] [--workers 1]   # in the foreground
 
 Generates a configuration from ``bench/nchan.conf.in`` in a temporary
-directory (one worker process, worker_connections and worker_rlimit_nofile
+directory (one worker process unless told more, worker_connections and worker_rlimit_nofile
 raised to the file limit, a long-poll subscriber location ``/sub/CHANNEL`` and
 a publisher location ``/pub/CHANNEL``) and starts ``nginx -g 'daemon off;'``
 on it. Installs the Debian packages ``nginx`` and ``libnginx-mod-nchan`` when
@@ -83,7 +83,8 @@ def nofile_limit() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def render(port: int, workdir: str, timeout: float, buffer: int = 1000) -> str:
+def render(port: int, workdir: str, timeout: float, buffer: int = 1000,
+           workers: int = 1) -> str:
     limit = nofile_limit()
     with open(TEMPLATE) as f:
         text = f.read()
@@ -92,7 +93,11 @@ def render(port: int, workdir: str, timeout: float, buffer: int = 1000) -> str:
     # connections") and closed held polls at 19,900 subscribers
     values = {"MODULE": module_path() or MODULE_PATHS[0], "DIR": workdir, "PORT": str(port),
               "NOFILE": str(limit), "CONNECTIONS": str(max(1024, 2 * limit)),
-              "TIMEOUT": str(max(1, int(round(timeout)))), "BUFFER": str(buffer)}
+              "TIMEOUT": str(max(1, int(round(timeout)))), "BUFFER": str(buffer),
+              "WORKERS": str(workers),
+              # several workers: one listening socket each (SO_REUSEPORT), so
+              # that the kernel spreads the connections evenly between them
+              "REUSEPORT": " reuseport" if workers > 1 else ""}
     for k, v in values.items():
         text = text.replace(f"@{k}@", v)
     if os.geteuid() == 0:
@@ -135,6 +140,7 @@ class Nchan:
     port: int
     timeout: float = 20.0
     buffer: int = 1000
+    workers: int = 1
     workdir: str = ""
     proc: subprocess.Popen | None = None
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
@@ -147,7 +153,7 @@ class Nchan:
         self.workdir = self._tmp.name
         conf = os.path.join(self.workdir, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(render(self.port, self.workdir, self.timeout, self.buffer))
+            f.write(render(self.port, self.workdir, self.timeout, self.buffer, self.workers))
         nofile_limit()
         self.proc = subprocess.Popen([nginx_binary(), "-p", self.workdir, "-c", conf],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -219,16 +225,17 @@ def main() -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--port", type=int, default=8090)
     p.add_argument("--timeout", type=float, default=20.0, help="subscriber timeout, s")
+    p.add_argument("--workers", type=int, default=1, help="nginx worker processes")
     p.add_argument("--install", action="store_true", help="apt-get install when missing")
     p.add_argument("--print-config", action="store_true")
     a = p.parse_args()
     if a.install:
         ensure_installed()
     if a.print_config:
-        print(render(a.port, "/tmp/nchan-bench", a.timeout))
+        print(render(a.port, "/tmp/nchan-bench", a.timeout, workers=a.workers))
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # stop nginx on the way out
-    with Nchan(a.port, a.timeout) as n:
+    with Nchan(a.port, a.timeout, workers=a.workers) as n:
         print(f"nchan on {n.url}: subscribe GET {n.url}/sub/CH, publish POST {n.url}/pub/CH "
               f"(pids {n.pids()}); Ctrl-C stops it", file=sys.stderr)
         wait_in_foreground(n.proc)

@@ -132,18 +132,25 @@ def test_a_node_dies_and_its_clients_continue_elsewhere(cluster: Cluster) -> Non
 
 
 def test_the_shipped_haproxy_config_is_the_template_rendered(tmp_path) -> None:
-    """deploy/haproxy.cfg is deploy/haproxy.cfg.in for three nodes, and
-    haproxy accepts both (the nginx example too, where nginx is installed)."""
+    """deploy/haproxy.cfg is deploy/haproxy.cfg.in for three nodes,
+    deploy/haproxy-cores.cfg for two nodes on one machine, and haproxy
+    accepts all three (the nginx example too, where nginx is installed)."""
     from tests.cluster.processes import ROOT
     shipped = (ROOT / "deploy" / "haproxy.cfg").read_text("utf-8")
     rendered = haproxy_config("*:80", [("node1", "10.0.0.11:8080"), ("node2", "10.0.0.12:8080"),
                                        ("node3", "10.0.0.13:8080")],
                               timeout="120s", check_inter="2s", maxconn=200000)
     assert shipped == rendered
+    # one node per core: two nodes on this machine, the balancer on 8080
+    cores = (ROOT / "deploy" / "haproxy-cores.cfg").read_text("utf-8")
+    assert cores == haproxy_config("*:8080", [("core1", "127.0.0.1:8081"),
+                                              ("core2", "127.0.0.1:8082")],
+                                   timeout="120s", check_inter="2s", maxconn=9000)
     haproxy = require_program("haproxy")
-    check = subprocess.run([haproxy, "-c", "-f", str(ROOT / "deploy" / "haproxy.cfg")],
-                           capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
+    for name in ("haproxy.cfg", "haproxy-cores.cfg"):
+        check = subprocess.run([haproxy, "-c", "-f", str(ROOT / "deploy" / name)],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, name + ": " + check.stdout + check.stderr
     nginx = shutil.which("nginx") or next(
         (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.path.exists(p)), None)
     if nginx is None:
