@@ -49,7 +49,9 @@ def render(template: str, **values: str) -> str:
 
 def haproxy_config(bind: str, servers: list[tuple[str, str]], timeout: str = "120s",
                    check_inter: str = "2s", maxconn: int = 4000) -> str:
-    lines = "\n".join(f"    server {name} {address}" for name, address in servers)
+    lines = "\n".join([f"    server {name} {address}" for name, address in servers] +
+                      [f"    server {name}-any {address} backup no-check"
+                       for name, address in servers])
     # (the placeholder line keeps its own line end)
     return render(TEMPLATE.read_text("utf-8"), bind=bind, timeout=timeout,
                   check_inter=check_inter, maxconn=str(maxconn), servers=lines)
