@@ -13,7 +13,8 @@ An operator knows its whole life in a view:
 - ``query_keys`` / ``object_keys``: the routing index of a view (a change
   is offered to the queries whose keys meet the object's keys);
 - ``store_index``: the index the in-process store keeps for it, from which
-  a view's initial state is answered instead of a scan;
+  a view's initial state is answered instead of a scan (always, or with
+  ``store_index_on_demand`` only while a view using it is subscribed);
 - ``link``: a look at every use of the operator in the views file once it
   is read (``similar`` shares one LSH index between the views that compare
   the same field the same way).
@@ -136,6 +137,10 @@ class Operator:
     # Check a literal operand with ``check`` when the views file is read
     # (the first operators took any literal, and keep doing so).
     check_literals: ClassVar[bool] = False
+    # The in-process store keeps its ``store_index`` only while a view using
+    # it is subscribed, over the objects such a view could show (``similar``:
+    # a MinHash of every text is too costly to pay for no subscriber).
+    store_index_on_demand: ClassVar[bool] = False
 
     # -- the views file ---------------------------------------------------------
     def parse(self, field: str | None, spec: object, view: str) -> Condition:
