@@ -300,10 +300,12 @@ class MemoryStore:
                 if demand is None:
                     index.move_many(found)
                     continue
-                # an on-demand index holds only what its views could show
+                # an on-demand index holds only what its views could show: an
+                # object they could not is absent to it (the old state is the
+                # store's, which the index may not hold)
                 keep = demand.keep
-                index.move_many([(i, o if o is None or keep(o) else None,
-                                  n if n is None or keep(n) else None) for i, o, n in found])
+                index.move_many([(i, o, n) if n is None or keep(n) else (i, o, None)
+                                 for i, o, n in found])
 
     # -- answers ---------------------------------------------------------------
     def query(self, view: ViewSpec, params: dict[str, Any], limit: int) -> Deferred[list[dict]]:

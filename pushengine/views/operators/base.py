@@ -85,7 +85,10 @@ class StoreIndex(Protocol):
     """An index the in-process store keeps over the objects of one type."""
 
     def move(self, id_: Hashable, old: dict | None, new: dict | None) -> None:
-        """The object ``id_`` changed from ``old`` to ``new`` (None: absent)."""
+        """The object ``id_`` changed from ``old`` to ``new`` (None: absent;
+        for an index kept on demand, ``new`` is None too when no view using
+        it could show the object, and ``old`` the store's previous state,
+        which the index may not hold)."""
 
     def move_many(self, moves: list[Move]) -> None:
         """Several moves in order (an index may batch its work)."""
