@@ -109,6 +109,7 @@ class MemoryStore:
         self.build_at_once = build_at_once
         self.builds = 0          # on-demand indexes built (for tests and benchmarks)
         self._scans: deque[Scan | Build] = deque()
+        self._ready: deque[Deferred[None]] = deque()   # queries a build held back
         self._scanning: dict[str, set[Scan]] = {}
         # type -> id(bucket) -> (bucket, its objects): copies taken for scans
         self._snapshots: dict[str, dict[int, tuple[dict, list[dict]]]] = {}
@@ -234,7 +235,7 @@ class MemoryStore:
         if build is not None:
             if build in self._scans:
                 self._scans.remove(build)
-            build.finish()      # its waiters answer without it (a scan)
+            self._answer(build)     # its waiters answer without it (a scan)
 
     def _failed(self, demand: Demand, build: Build) -> None:
         """An index that could not be built is not kept: the views using it
@@ -248,7 +249,19 @@ class MemoryStore:
         demand = self.demands.get((build.type, build.key))
         if demand is not None and demand.build is build:
             demand.build = None
-        build.finish()
+        self._answer(build)
+
+    def _answer(self, build: Build) -> None:
+        """Let the queries that waited for ``build`` go on, in the next
+        turns: many subscriptions may have waited, and each gathers its
+        candidates when it goes on (up to a few milliseconds)."""
+        waiters = build.finish()
+        if self.clock is None:          # no turns (a build without one is never waited for)
+            for d in waiters:
+                d.callback(None)
+            return
+        self._ready.extend(waiters)
+        self._schedule()
 
     def _waiting(self, view: ViewSpec) -> Build | None:
         """A build of an index ``view`` uses, in progress."""
@@ -400,18 +413,28 @@ class MemoryStore:
 
     # -- slices ----------------------------------------------------------------
     def _schedule(self) -> None:
-        if self._call is None and self._scans and self.clock is not None:
+        if self._call is None and (self._scans or self._ready) and self.clock is not None:
             self._call = self.clock.callLater(self.slice_delay, self._turn)
 
     def _turn(self) -> None:
-        """One reactor turn of scanning: a chunk of every scan in turn until
-        the time or object budget is spent."""
+        """One reactor turn of scanning: the queries a finished build held
+        back, then a chunk of every scan in turn, until the time or object
+        budget is spent."""
         self._call = None
         scans, now = self._scans, self.now
         started = now()
         deadline = started + self.slice_seconds
         examined = 0
         try:
+            ready = self._ready
+            if ready:
+                # the queries a build held back go on (each may start a scan)
+                ready.popleft().callback(None)
+                while ready and now() < deadline:
+                    ready.popleft().callback(None)
+                started = now()
+                if started >= deadline:
+                    return
             while scans and examined < self.slice_objects:
                 scan = scans[0]
                 try:
@@ -433,7 +456,7 @@ class MemoryStore:
                         demand = self.demands.get((scan.type, scan.key))
                         if demand is not None:
                             self._failed(demand, scan)
-                        scan.finish()
+                        self._answer(scan)
                         continue
                     self._forget(scan)
                     if not scan.deferred.called:

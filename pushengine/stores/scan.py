@@ -119,7 +119,7 @@ class Build:
     index meanwhile (the index sees every change from the start on) is never
     undone: an object deleted since is skipped, one changed since is read as
     it is now. ``keep``: the objects the index holds (those a view using it
-    could show). ``waiters`` fire when it is complete."""
+    could show). ``waiters`` fire once it is complete (``finish``)."""
 
     __slots__ = ("type", "key", "index", "ids", "objects", "keep", "pos", "waiters",
                  "chunk", "batch")
@@ -161,7 +161,8 @@ class Build:
     def done(self) -> bool:
         return self.pos >= len(self.ids)
 
-    def finish(self) -> None:
+    def finish(self) -> list[Deferred[None]]:
+        """Its waiters, taken: the store fires them in its turns, a slice's
+        worth at a time (each reads a view's answer)."""
         waiters, self.waiters = self.waiters, []
-        for d in waiters:
-            d.callback(None)
+        return waiters

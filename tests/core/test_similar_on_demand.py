@@ -311,3 +311,29 @@ def test_an_index_that_cannot_be_built_is_not_kept(monkeypatch) -> None:
     settle(engine.sessions.subscribe(again, view.bind({"text": "cats piano 7"}, None, 10)),
            clock)
     assert len(similar_indexes(store)[0]) == 301 and store.builds == 2
+
+
+def test_the_subscriptions_a_build_held_back_go_on_a_slice_at_a_time() -> None:
+    """Fifty subscriptions that waited for one build do not all gather
+    their candidates in one reactor turn once it is complete: each turn
+    lets a slice's worth go on (here, with no time to spare, one)."""
+    engine, clock, store = node(index_linger=0, build_at_once=0, slice_seconds=0)
+    engine.apply_changes([upsert(stream(i, f"cats {i} piano")) for i in range(300)])
+    view = engine.catalog.views["SimilarStreamView"]
+    waiting = [engine.sessions.subscribe(engine.sessions.create(),
+                                         view.bind({"text": f"cats {i} piano"}, None, 10))
+               for i in range(50)]
+    answered = [0]
+    turn = store._turn
+
+    def counted_turn() -> None:          # the answers after each turn
+        turn()
+        answered.append(sum(d.called for d in waiting))
+    store._turn = counted_turn
+    while not all(d.called for d in waiting):
+        clock.advance(0.001)
+    assert store.builds == 1
+    assert max(b - a for a, b in zip(answered, answered[1:])) == 1
+    for i, d in enumerate(waiting):
+        key, state = fired(d)
+        assert state[0]["id"] == i
