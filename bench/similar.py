@@ -2,6 +2,8 @@
 
     python bench/similar.py [--objects 100000] [--views 1000] [--changes 5000]
                             [--queries 300] [--profile] [--json FILE]
+    python bench/similar.py --change-cost [--objects 20000] [--changes 2000]
+    python bench/similar.py --compare OLD_TREE [--rounds 3] [--objects 20000]
 
 With ``--objects`` stored stream titles (the in-process store and its LSH
 index) and ``--views`` live ``SimilarStreamView`` subscriptions (threshold
@@ -23,6 +25,13 @@ Titles: a vocabulary of 20,000 words drawn with Zipf weights, 3 to 10 words
 a title, and 30 % of the titles near-copies of an earlier one (one to three
 words replaced, dropped or added), so that similar pairs exist at every
 level. Everything runs on a simulated clock: no reactor, no HTTP.
+
+``--change-cost``: the CPU time (``time.process_time``) of one change to a
+stored stream (a title edited, or another field) with no similar view on the
+node, then with one (its first subscription builds the LSH index, timed
+too). ``--compare OLD_TREE`` runs that in turn with the code of another
+checkout of the project (``--code OLD_TREE``) and with this one, alternating
+which goes first, and prints the medians and their ratios.
 """
 from __future__ import annotations
 
@@ -41,7 +50,11 @@ import tracemalloc
 from collections import defaultdict
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+HERE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+# --code TREE: import the engine from another checkout (the bench's "before")
+CODE = os.path.abspath(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv[:-1] \
+    else HERE
+sys.path.insert(0, CODE)
 
 from twisted.internet import reactor  # noqa: E402  (never run: a heap of timers)
 from twisted.internet.task import Clock  # noqa: E402
@@ -153,6 +166,10 @@ def build(objects: int, titles: Titles) -> tuple[Engine, Clock, dict, dict]:
     store.index_views(catalog.views.values())
     engine = build_engine(reactor, catalog, store, SessionSettings(max_queue=10_000_000,
                                                              max_subscriptions=10))
+    if hasattr(store, "hold"):
+        # the LSH index is kept while a similar view is subscribed: held
+        # here as the first subscription does, so that the seed fills it
+        store.hold(catalog.views["SimilarStreamView"])
     corpus = {i: titles.next() for i in range(1, objects + 1)}
     changes = [Change("Stream", "upsert", i, stream(i, t)) for i, t in corpus.items()]
     gc.collect()
@@ -394,6 +411,90 @@ def bench_plain_datasketch(corpus: dict, count: int) -> dict:
             "bytes_per_title": used / len(titles), "query_ms": query * 1e3}
 
 
+def bench_change_cost(objects: int, count: int, seed: int = 77) -> dict:
+    """The CPU time of one change (``Engine.apply_changes`` of one message) to
+    a stored stream with no similar view, then with one similar view."""
+    titles = Titles(seed)
+    catalog = load_catalog()
+    clock = Clock()
+    store = MemoryStore(catalog.id_fields, clock=clock)
+    store.index_views(catalog.views.values())
+    engine = build_engine(reactor, catalog, store, SessionSettings(max_queue=10_000_000))
+    corpus = {i: titles.next() for i in range(1, objects + 1)}
+    t0 = time.process_time()
+    store.apply_changes([Change("Stream", "upsert", i, stream(i, t)) for i, t in corpus.items()])
+    seeded = time.process_time() - t0
+    gc.collect()
+    gc.freeze()
+    rng = random.Random(seed)
+    ids = list(corpus)
+
+    def changes(kind: str) -> float:
+        """Mean µs of ``count`` changes of one kind, each a message of its own."""
+        plan = []
+        for _ in range(count):
+            i = rng.choice(ids)
+            if kind == "title":
+                corpus[i] = titles.variant(corpus[i])
+                plan.append(Change("Stream", "upsert", i, stream(i, corpus[i])))
+            else:
+                plan.append(Change("Stream", "upsert", i,
+                                   stream(i, corpus[i], viewers=rng.randint(0, 999))))
+        t0 = time.process_time()
+        for c in plan:
+            engine.apply_changes([c])
+        return (time.process_time() - t0) / count * 1e6
+
+    # each phase after as many changes unmeasured: an index just built (at
+    # the seed or for the first subscription) has all its bands merged and
+    # takes its first changes for less than later ones
+    out: dict[str, Any] = {"objects": objects, "changes": count, "seed_s": seeded}
+    changes("title")                # not reported
+    out["none"] = {"title_us": changes("title"), "other_us": changes("other")}
+    session = engine.sessions.create()
+    bound = catalog.views["SimilarStreamView"].bind({"text": titles.variant(corpus[1])},
+                                                   None, 10)
+    t0 = time.process_time()
+    answer: list = []
+    engine.sessions.subscribe(session, bound).addBoth(answer.append)
+    while not answer:           # the index's build and the scan take turns
+        clock.advance(0)
+    out["first_subscription_ms"] = (time.process_time() - t0) * 1e3
+    changes("title")                # not reported
+    out["one"] = {"title_us": changes("title"), "other_us": changes("other")}
+    return out
+
+
+def compare(old: str, rounds: int, objects: int, count: int) -> dict:
+    """``--change-cost`` with the code of ``old`` and with this tree, in
+    separate processes, alternating which runs first; medians and ratios."""
+    import subprocess
+    import tempfile
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for r in range(rounds):
+        order = [("before", old), ("after", HERE)]
+        for name, tree in (order if r % 2 == 0 else order[::-1]):
+            with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                subprocess.run([sys.executable, os.path.join(HERE, "bench", "similar.py"),
+                                "--change-cost", "--objects", str(objects),
+                                "--changes", str(count), "--json", f.name, "--code", tree],
+                               check=True, stdout=subprocess.DEVNULL)
+                runs[name].append(json.load(open(f.name))["change_cost"])
+    figures = [("none", "title_us"), ("none", "other_us"), ("one", "title_us"),
+               ("one", "other_us")]
+    out: dict[str, Any] = {"rounds": rounds, "objects": objects, "changes": count}
+    for phase, figure in figures:
+        before = statistics.median(r[phase][figure] for r in runs["before"])
+        after = statistics.median(r[phase][figure] for r in runs["after"])
+        out[f"{phase}.{figure}"] = {"before": before, "after": after, "ratio": after / before,
+                                    "before_runs": [r[phase][figure] for r in runs["before"]],
+                                    "after_runs": [r[phase][figure] for r in runs["after"]]}
+    for figure in ("seed_s", "first_subscription_ms"):
+        out[figure] = {name: statistics.median(r[figure] for r in runs[name])
+                       for name in runs}
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--objects", type=int, default=100_000)
@@ -406,7 +507,40 @@ def main() -> None:
     p.add_argument("--json", help="write the results here")
     p.add_argument("--wall", action="store_true",
                    help="time operations by the wall clock instead of CPU time")
+    p.add_argument("--change-cost", action="store_true",
+                   help="only the cost of a change with no similar view, then with one")
+    p.add_argument("--compare", metavar="OLD_TREE",
+                   help="--change-cost with OLD_TREE's code and this one's, alternating")
+    p.add_argument("--rounds", type=int, default=3, help="runs of each with --compare")
+    p.add_argument("--code", metavar="TREE", help="import the engine from TREE")
     args = p.parse_args()
+    if args.change_cost or args.compare:
+        objects = args.objects if "--objects" in sys.argv else 20_000
+        count = args.changes if "--changes" in sys.argv else 2_000
+        if args.compare:
+            result = compare(args.compare, args.rounds, objects, count)
+            print(f"{objects:,} stored streams, {count:,} changes of each kind, "
+                  f"{args.rounds} runs of each (CPU time, medians):")
+            for phase, label in (("none", "no similar view"), ("one", "one similar view")):
+                for figure, kind in (("title_us", "title edited"), ("other_us", "other field")):
+                    f = result[f"{phase}.{figure}"]
+                    print(f"  {label:17s} {kind:13s} before {f['before']:7.1f} µs, "
+                          f"after {f['after']:7.1f} µs: x{f['ratio']:.3f}")
+            print(f"  seed: before {result['seed_s']['before']:.2f} s, after "
+                  f"{result['seed_s']['after']:.2f} s; first similar subscription: before "
+                  f"{result['first_subscription_ms']['before']:.1f} ms, after "
+                  f"{result['first_subscription_ms']['after']:.1f} ms")
+        else:
+            result = {"change_cost": bench_change_cost(objects, count)}
+            c = result["change_cost"]
+            print(f"{objects:,} streams; a change with no similar view: title "
+                  f"{c['none']['title_us']:.1f} µs, other field {c['none']['other_us']:.1f} µs; "
+                  f"first similar subscription {c['first_subscription_ms']:.1f} ms; with one: "
+                  f"title {c['one']['title_us']:.1f} µs, other field {c['one']['other_us']:.1f} µs")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=2)
+        return
     global cost
     if args.wall:
         cost = time.perf_counter

@@ -65,6 +65,10 @@ class ObjectStore(Protocol):
     def apply_changes(self, changes: Sequence[Change]) -> None:
         """See every change (the in-process store keeps them; others ignore)."""
 
+    # Optionally ``hold(view)`` / ``release(view)``: a query of ``view`` is
+    # made / forgotten (the in-process store keeps some indexes only while a
+    # view using them is subscribed; the view registry calls them).
+
 
 class Binding(Protocol):
     """A view bound to its parameters (``views.spec.BoundView``): what a

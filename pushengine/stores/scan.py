@@ -1,7 +1,8 @@
 """One answer of the in-process store built a slice at a time.
 
 ``MemoryStore`` runs the scans in progress round-robin, a few milliseconds
-per reactor turn, so that a subscription never holds the reactor for long.
+per reactor turn, so that a subscription never holds the reactor for long;
+an index built on demand (``Build``) takes its turns among them.
 """
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from operator import itemgetter
 from typing import Callable, Hashable
 
 from twisted.internet.defer import Deferred
+
+from pushengine.views.operators import Move, StoreIndex
 
 FIRST_CHUNK, MIN_CHUNK, MAX_CHUNK = 64, 8, 4_096
 first = itemgetter(0)    # sort (key, object) pairs by key alone
@@ -106,3 +109,60 @@ class Scan:
             else:
                 pairs = [p for p in pairs if p[0] <= boundary]
         return [o for _, o in pairs[:self.keep]]
+
+
+class Build:
+    """An index asked for on demand (``MemoryStore.hold``) being filled from
+    the store's objects of its type, a slice at a time, in the turns the
+    scans share. Its ids are listed at the start; each step reads the
+    objects' current state from the store, so that a change applied to the
+    index meanwhile (the index sees every change from the start on) is never
+    undone: an object deleted since is skipped, one changed since is read as
+    it is now. ``keep``: the objects the index holds (those a view using it
+    could show). ``waiters`` fire once it is complete (``finish``)."""
+
+    __slots__ = ("type", "key", "index", "ids", "objects", "keep", "pos", "waiters",
+                 "chunk", "batch")
+
+    def __init__(self, type_: str, key: Hashable, index: StoreIndex,
+                 objects: dict[Hashable, dict], keep: Callable[[dict], bool],
+                 batch: int = 64) -> None:
+        self.type = type_
+        self.key = key
+        self.index = index
+        self.ids = list(objects)
+        self.objects = objects         # the store's own (it changes under the build)
+        self.keep = keep
+        self.pos = 0
+        self.waiters: list[Deferred[None]] = []
+        self.chunk = FIRST_CHUNK
+        self.batch = batch             # objects indexed together, at least (64: ~4 ms)
+
+    def step(self, count: int) -> int:
+        """Index up to ``max(count, batch)`` more objects (those kept among
+        at most 64 times as many ids); return how many ids were read."""
+        want = max(count, self.batch)
+        ids, objects, keep = self.ids, self.objects, self.keep
+        pos, end = self.pos, len(ids)
+        stop = min(end, pos + 64 * want)
+        moves: list[Move] = []
+        while pos < stop and len(moves) < want:
+            id_ = ids[pos]
+            pos += 1
+            obj = objects.get(id_)
+            if obj is not None and keep(obj):
+                moves.append((id_, None, obj))
+        if moves:
+            self.index.move_many(moves)
+        read, self.pos = pos - self.pos, pos
+        return read
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.ids)
+
+    def finish(self) -> list[Deferred[None]]:
+        """Its waiters, taken: the store fires them in its turns, a slice's
+        worth at a time (each reads a view's answer)."""
+        waiters, self.waiters = self.waiters, []
+        return waiters

@@ -70,14 +70,17 @@ def bind(condition: Condition, values: dict[str, Any]) -> Predicate:
 
 
 def bind_all(conditions: list[Condition], values: dict[str, Any],
-             private_allowed: bool) -> Predicate:
+             private_allowed: bool, opens_audience: bool | None = None) -> Predicate:
     """The conjunction of ``conditions``; without a visible_to condition a
-    view never shows a private object."""
+    view never shows a private object (nor, without an audience condition,
+    ``opens_audience``, a targeted one)."""
     predicates = [bind(c, values)
                   for c in sorted(conditions, key=lambda c: c.op.cost)]
     if not private_allowed:
         predicates.insert(0, lambda obj: not is_private(obj))
-    if not any(getattr(c.op, "opens_audience", False) for c in conditions):
+    if opens_audience is None:
+        opens_audience = any(getattr(c.op, "opens_audience", False) for c in conditions)
+    if not opens_audience:
         # an object aimed at a segment needs an audience condition (SPEC 15)
         predicates.insert(0, untargeted)
     if len(predicates) == 1:
@@ -89,6 +92,17 @@ def bind_all(conditions: list[Condition], values: dict[str, Any],
                 return False
         return True
     return match
+
+
+def required(conditions: list[Condition], private_allowed: bool,
+             skip: Condition | None = None) -> Predicate:
+    """What every binding of ``conditions`` asks of an object: the
+    conditions without a parameter (but ``skip``) and the rules ``bind_all``
+    adds (no private object without ``visible_to``, no targeted one without
+    ``audience``). An object that fails it is shown by no subscription."""
+    fixed = [c for c in conditions if c is not skip and not c.refs()]
+    return bind_all(fixed, {}, private_allowed, opens_audience=any(
+        getattr(c.op, "opens_audience", False) for c in conditions))
 
 
 def computed_fields(conditions: list[Condition],

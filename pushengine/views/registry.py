@@ -99,6 +99,11 @@ class ViewRegistry:
         # exact record (views.once.MemorySeen) is made when first needed
         self.seen = seen
         self.awaiting: dict[tuple[str, Hashable], set[Query]] = {}  # gates asking about an object
+        # a store that keeps some indexes only while a view using them is
+        # subscribed (the in-process store's ``similar`` LSH) hears of each
+        # query made and forgotten: a query holds its view's indexes
+        self._hold: Callable[[object], None] | None = getattr(store, "hold", None)
+        self._release: Callable[[object], None] | None = getattr(store, "release", None)
 
     # -- lifecycle of queries and windows -----------------------------------
     def open(self, bound: BoundView) -> Deferred:
@@ -148,6 +153,10 @@ class ViewRegistry:
         if bound.spec.once_per_user:
             query.gate = self._gate(bound)
         self.queries[query.key] = query
+        if self._hold is not None:
+            # before its initial state is read: the store answers it once
+            # the indexes it holds are complete
+            self._hold(bound.spec)
         self.indexes[bound.spec.name].add(query, bound.index_keys())
         touched: set[Hashable] = set()
         query.touched = touched
@@ -230,6 +239,8 @@ class ViewRegistry:
     def _forget(self, query: Query) -> None:
         if self.queries.get(query.key) is query:
             del self.queries[query.key]
+            if self._release is not None:
+                self._release(query.bound.spec)
         for topic in self.wanted.pop(query, ()):
             try:
                 self.interest.release(topic)

@@ -626,12 +626,22 @@ class SimilarityIndex:
 
     def insert_many(self, keys: Sequence[Hashable], bands: np.ndarray,
                     sizes: Sequence[int] | None = None) -> None:
-        """Index many keys at once (``bands``: a row per key); merged into
-        the sorted arrays directly."""
+        """Index many keys at once (``bands``: a row per key): merged into
+        the sorted arrays directly when they are many (a seed), else added
+        as single inserts are, and merged in turn (an index built a slice
+        at a time would otherwise sort every band again for each slice)."""
         for key in keys:
             if key in self.keys.row_of:
                 self.discard(key)
         rows = self.keys.put_many(keys, bands, sizes)
+        if len(rows) < max(MERGE_MIN, len(self.keys.row_of) // MERGE_SHARE):
+            row_list = rows.tolist()
+            for i, table in enumerate(self.hashtables):
+                add = table.add
+                for h, row in zip(bands[:, i].tolist(), row_list):
+                    add(h, row)
+            self._maybe_merge()
+            return
         for i, table in enumerate(self.hashtables):
             table.merge(bands[:, i].copy(), rows)
         self._merging = []

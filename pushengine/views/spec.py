@@ -19,7 +19,8 @@ import yaml
 from pushengine.core.topics import ANY, Pin, Topic, pin
 from pushengine.views.conditions import (
     SESSION_USER, Condition, ParamError, Predicate, ViewDefinitionError,
-    bind_all, check_order, check_param, computed_fields, link_operators, parse_where, validate)
+    bind_all, check_order, check_param, computed_fields, link_operators, parse_where, required,
+    validate)
 from pushengine.views.distinct import DistinctSpec, parse_distinct
 from pushengine.views.operators.audience import SESSION_SEGMENTS, relevant_segments
 from pushengine.views.operators.base import resolve
@@ -121,6 +122,11 @@ class ViewSpec:
                 break
             out.append(found)
         return out
+
+    def could_show(self, skip: Condition | None = None) -> Predicate:
+        """Whether some subscription of the view could show an object: what
+        its conditions without a parameter (but ``skip``) ask of it."""
+        return required(self.conditions, self.needs_user, skip)
 
     @property
     def value_params(self) -> list[str]:

@@ -23,3 +23,14 @@ def test_similar_bench_runs_small(tmp_path) -> None:
     for t in ("0.5", "0.7", "0.9"):
         assert r["recall"][t]["recall_t_plus_0.1"] in (None, 1.0) or \
             r["recall"][t]["recall_t_plus_0.1"] >= 0.9
+
+
+def test_similar_bench_change_cost_runs_small(tmp_path) -> None:
+    out = tmp_path / "cost.json"
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "similar.py"), "--change-cost",
+                    "--objects", "2000", "--changes", "100", "--json", str(out)],
+                   check=True, capture_output=True, timeout=600)
+    r = json.loads(out.read_text())["change_cost"]
+    assert r["objects"] == 2000 and r["first_subscription_ms"] > 0
+    for phase in ("none", "one"):
+        assert r[phase]["title_us"] > 0 and r[phase]["other_us"] > 0

@@ -276,7 +276,11 @@ def test_views_sharing_a_field_share_one_banding():
     assert (scheme["C"].bands, scheme["C"].rows) == choose_bands(0.7)
     store = MemoryStore(catalog.id_fields)
     store.index_views(catalog.views.values())
-    assert len(store.type_indexes["Stream"]) == 2          # (title, words) and (title, stems)
+    assert len(store.demands) == 2          # (title, words) and (title, stems) ...
+    assert store.type_indexes == {}         # ... kept while a view using them is subscribed
+    for name in "ABC":
+        store.hold(catalog.views[name])
+    assert len(store.type_indexes["Stream"]) == 2
 
 
 # -- views -------------------------------------------------------------------------------
@@ -383,6 +387,7 @@ def big_store(n=20_000, seed=3):
     clock = Clock()
     store = MemoryStore(catalog.id_fields, clock=clock)
     store.index_views(catalog.views.values())
+    store.hold(catalog.views["V"])          # as a subscription to V does
     rng = random.Random(seed)
     vocabulary = [f"v{i}" for i in range(2000)]
     objs = [stream(i, " ".join(rng.sample(vocabulary, rng.randint(3, 8)))) for i in range(n)]

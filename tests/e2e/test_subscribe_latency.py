@@ -35,8 +35,8 @@ def seeded(tmp_path_factory):
     seed = workdir / "seed.jsonl"
     bench.write_seed(seed, streams)
     # the default views without the similar-streams view: its MinHash index
-    # costs ~0.3 ms per stored title (30 s of start-up for this seed), which
-    # is not what this test measures
+    # (built when a similar view is first subscribed) is not what this test
+    # measures
     import yaml
     from importlib import resources
     views = yaml.safe_load(resources.files("pushengine").joinpath("default_views.yaml")
@@ -90,7 +90,9 @@ def test_health_stays_fast_while_a_batch_subscribes(seeded, method: str) -> None
 @pytest.fixture(scope="module")
 def seeded_with_similar(tmp_path_factory):
     """The same seed with every default view, the similar-streams view
-    included (its index makes the start slower: ~11 s here)."""
+    included: its index is built when the batch's first similar
+    subscription comes (in the store's slices; ~5 s of CPU here), and the
+    batch's subscriptions go on from it, a slice's worth a turn."""
     workdir = tmp_path_factory.mktemp("seeded-similar")
     streams = bench.make_streams(STREAMS)
     seed = workdir / "seed.jsonl"

@@ -466,11 +466,12 @@ WORDS = ["кошки", "котик", "собака", "музыка", "конце
 
 
 def titled(count: int, seed: int = 5) -> list[Change]:
-    """Streams whose titles are 2-4 words of a small vocabulary: a text of
-    two of them has thousands of LSH candidates."""
+    """Live public streams (all of them in the index of SimilarStreamView,
+    which keeps those only) whose titles are 2-4 words of a small
+    vocabulary: a text of two of them has thousands of LSH candidates."""
     rng = random.Random(seed)
     return [upsert(stream(i, rng, title=" ".join(rng.sample(WORDS, rng.randint(2, 4))),
-                          live=rng.random() < 0.5))
+                          live=True, public=True))
             for i in range(1, count + 1)]
 
 
@@ -506,6 +507,7 @@ def test_a_similar_view_checks_its_candidates_in_slices() -> None:
     with the same answer as a brute-force filter."""
     clock = Clock()
     store = make_store(clock, slice_objects=1_000, slice_delay=0.001)
+    store.hold(VIEWS["SimilarStreamView"])      # as a subscription to it does
     store.apply_changes(titled(30_000))
     index = next(i for k, i in store.type_indexes["Stream"].items() if k[0] == "similar")
     index.tokens = CountingTokens(index.tokens)

@@ -13,7 +13,8 @@ An operator knows its whole life in a view:
 - ``query_keys`` / ``object_keys``: the routing index of a view (a change
   is offered to the queries whose keys meet the object's keys);
 - ``store_index``: the index the in-process store keeps for it, from which
-  a view's initial state is answered instead of a scan;
+  a view's initial state is answered instead of a scan (always, or with
+  ``store_index_on_demand`` only while a view using it is subscribed);
 - ``link``: a look at every use of the operator in the views file once it
   is read (``similar`` shares one LSH index between the views that compare
   the same field the same way).
@@ -84,7 +85,10 @@ class StoreIndex(Protocol):
     """An index the in-process store keeps over the objects of one type."""
 
     def move(self, id_: Hashable, old: dict | None, new: dict | None) -> None:
-        """The object ``id_`` changed from ``old`` to ``new`` (None: absent)."""
+        """The object ``id_`` changed from ``old`` to ``new`` (None: absent;
+        for an index kept on demand, ``new`` is None too when no view using
+        it could show the object, and ``old`` the store's previous state,
+        which the index may not hold)."""
 
     def move_many(self, moves: list[Move]) -> None:
         """Several moves in order (an index may batch its work)."""
@@ -136,6 +140,10 @@ class Operator:
     # Check a literal operand with ``check`` when the views file is read
     # (the first operators took any literal, and keep doing so).
     check_literals: ClassVar[bool] = False
+    # The in-process store keeps its ``store_index`` only while a view using
+    # it is subscribed, over the objects such a view could show (``similar``:
+    # a MinHash of every text is too costly to pay for no subscriber).
+    store_index_on_demand: ClassVar[bool] = False
 
     # -- the views file ---------------------------------------------------------
     def parse(self, field: str | None, spec: object, view: str) -> Condition:

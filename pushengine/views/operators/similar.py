@@ -6,7 +6,10 @@ the candidates of a MinHash LSH (views/similarity.py).
 
 - The views that compare the same field of the same type the same way
   (shingle, stem) share one LSH index in the store; its banding is chosen
-  (``link``) for the lowest threshold among them.
+  (``link``) for the lowest threshold among them. The store keeps it only
+  while one of those views is subscribed, over the objects one of them could
+  show (``store_index_on_demand``): with no similar subscriber a change
+  costs no tokens and no MinHash.
 - Routing: a view's keys are its text's bands, an object's keys its text's
   bands, so a change reaches only the similar-views whose text shares a band
   with it (and those that show the object now).
@@ -279,6 +282,7 @@ class Similar(Operator):
     computes = (SIMILARITY,)
     once_per_view = True
     check_literals = True
+    store_index_on_demand = True
 
     # -- the views file ------------------------------------------------------------------
     def parse(self, field: str | None, spec: object, view: str) -> Condition:
