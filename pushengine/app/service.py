@@ -193,8 +193,10 @@ class Node:
         sse = EventsResource(self.api, self.policy, self.reactor)
         ws = WebSocketResource(self.dispatcher, self.engine.sessions, self.policy, self.reactor,
                                self.options["max-body"], self.options["idle-timeout"])
-        routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream"),
-                  Route.resource("/api/ws", ws, ("GET",), shape="stream"),
+        # the fast front hands these streams' connections to their transport
+        routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream",
+                                 stream=sse.stream),
+                  Route.resource("/api/ws", ws, ("GET",), shape="stream", stream=ws.stream),
                   Route.resource("/api/segments", self.segment_uploads, shape="stream"),
                   Route.resource("/api/segments/", self.segment_uploads, branch=True,
                                  shape="stream"),

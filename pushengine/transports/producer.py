@@ -12,11 +12,15 @@ from pushengine.core.events import Fragment
 class StreamProducer:
     """IPushProducer for a stream delivery with ``session`` and ``sessions``."""
 
+    # a subclass sets these in its ``__init__`` (slots: a held stream is
+    # one small object)
+    __slots__ = ("paused", "session", "sessions")
+
     # a stream keeps its session from expiring (core.sessions.Delivery)
     holds_session = True
-    paused = False
-    session: Any = None
-    sessions: Any = None
+    paused: bool
+    session: Any
+    sessions: Any
 
     def notify(self, session: Any) -> None:
         """Events wait in ``session``'s log: write them if the client reads

@@ -13,15 +13,24 @@ the session then writes every later event again, once, in order (or one
 
 The stream is the session's delivery (``pushengine.core.sessions.Delivery``) until
 the client goes away or another delivery replaces it (then it is closed). It
-registers as the request's push producer: when the client stops reading and
-the socket's buffer fills, twisted.web pauses it, the session stops writing
-to it and its events wait in the log (which overflows into a reset).
+registers as the connection's push producer: when the client stops reading
+and the socket's buffer fills, the transport pauses it, the session stops
+writing to it and its events wait in the log (which overflows into a reset).
+
+Both fronts serve the route with the same stream (``SseStream``) and the same
+checks (``EventsResource.opening``): twisted.web through its Request
+(``render_GET``, which frames the body), the fast front by handing over the
+connection itself (``EventsResource.stream``): the stream writes the head
+and the chunk-framed messages straight to the socket and becomes its
+protocol, so that a held stream costs its socket, this object and its
+session, nothing of HTTP.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from twisted.internet.defer import Deferred
+from twisted.web.http import parse_qs
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -30,7 +39,8 @@ from twisted.web.server import NOT_DONE_YET
 from pushengine.core.errors import ApiError, UnknownSession
 from pushengine.core.events import DROPPED, Fragment, utf8
 from pushengine.core.numbers import parse_decimal
-from pushengine.web.policy import HttpPolicy
+from pushengine.web.policy import KEY_HEADER, HttpPolicy, date_line, status_line, stream_error
+from pushengine.web.routes import HttpAnswer, StreamAnswer, StreamLink, StreamRequest
 from pushengine.web.timing import Clock
 from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
@@ -51,20 +61,49 @@ def sse_messages(first: int, fragments: Sequence[Fragment]) -> bytes:
                      for seq, f in enumerate(fragments, first) if f is not DROPPED])
 
 
-class SseStream(StreamProducer):
-    """One open event stream: a delivery of the session it is attached to."""
+def _request_write(request: Any, data: bytes) -> None:
+    request.write(data)
 
-    def __init__(self, request: Any, clock: Any, sessions: Any,
-                 heartbeat: Heartbeat | None = None) -> None:
-        self.request = request
+
+class StreamHub:
+    """What every stream of the route shares (one object, not one per
+    stream): the clock, the sessions, the heartbeat."""
+
+    __slots__ = ("clock", "sessions", "heartbeat")
+
+    def __init__(self, clock: Any, sessions: Any, heartbeat: Heartbeat | None) -> None:
         self.clock = clock
         self.sessions = sessions
         self.heartbeat = heartbeat
+
+
+class SseStream(StreamProducer):
+    """One open event stream: a delivery of the session it is attached to.
+
+    It writes to ``out`` with ``send(out, data)``: a twisted.web Request
+    (which frames the body itself), or the raw transport of a connection the
+    fast front handed over (``raw``: the stream frames chunks when
+    ``chunked``, ends the answer itself and is the socket's protocol)."""
+
+    __slots__ = ("out", "send", "raw", "chunked", "hub", "closed", "last_write", "retry")
+
+    def __init__(self, hub: StreamHub, out: Any = None, send: Any = _request_write) -> None:
+        self.hub = hub
+        self.out = out
+        self.send = send
+        self.raw = False
+        self.chunked = False
+        self.sessions = hub.sessions
         self.session: Any = None
         self.paused = False
         self.closed = False
-        self.last_write = clock.seconds()
+        self.last_write = hub.clock.seconds()
         self.retry = RETRY               # written with the first message, then b""
+
+    def _send(self, data: bytes) -> None:
+        if self.chunked:
+            data = b"%x\r\n%b\r\n" % (len(data), data)
+        self.send(self.out, data)
 
     # -- Delivery ------------------------------------------------------------
     def write(self, first: int, fragments: Sequence[Fragment]) -> None:
@@ -72,10 +111,12 @@ class SseStream(StreamProducer):
             return
         if self.retry:
             self.retry, data = b"", self.retry + sse_messages(first, fragments)
-            self.request.write(data)
         else:
-            self.request.write(sse_messages(first, fragments))
-        self.last_write = self.clock.seconds()
+            data = sse_messages(first, fragments)
+        if self.chunked:
+            data = b"%x\r\n%b\r\n" % (len(data), data)
+        self.send(self.out, data)
+        self.last_write = self.hub.clock.seconds()
 
     def writable(self) -> bool:
         # nothing before the answer's head is written (start)
@@ -93,28 +134,35 @@ class SseStream(StreamProducer):
             return
         self.closed = True
         self._stop_pinging()
+        out = self.out
         try:
-            self.request.unregisterProducer()
-            self.request.finish()
+            out.unregisterProducer()
+            if not self.raw:
+                out.finish()
+                return
+            if self.chunked:
+                self.send(out, b"0\r\n\r\n")
+            out.loseConnection()
         except Exception:
             log.failure("finishing an event stream failed")
-
 
     # -- lifetime --------------------------------------------------------------
     def start(self, session: Any) -> None:
         self.session = session
-        if self.heartbeat is not None:
-            self.heartbeat.add(self)
+        heartbeat = self.hub.heartbeat
+        if heartbeat is not None:
+            heartbeat.add(self)
 
     def ping(self, now: float) -> None:
         """Silent for the heartbeat's interval: a comment keeps proxies open."""
         if not self.paused and not self.closed:
-            self.request.write(PING)
+            self._send(PING)
         self.last_write = now
 
     def _stop_pinging(self) -> None:
-        if self.heartbeat is not None:
-            self.heartbeat.discard(self)
+        heartbeat = self.hub.heartbeat
+        if heartbeat is not None:
+            heartbeat.discard(self)
 
     def lost(self, _: Any = None) -> None:
         """The client went away: the session may expire from now on."""
@@ -124,12 +172,21 @@ class SseStream(StreamProducer):
             if self.session is not None:
                 self.sessions.detach(self.session, self)
 
+    # -- the socket's protocol, once the fast front handed the connection over ----
+    def dataReceived(self, data: bytes) -> None:
+        """The client has nothing more to say on an event stream: dropped."""
 
-def _last_event_id(request: Any) -> int | None | str:
-    """The seq the client last received, None for none, or an error text."""
-    raw = request.getHeader(b"last-event-id")
-    if raw is None:
-        raw = (request.args.get(b"last_event_id") or [None])[0]
+    def connectionLost(self, reason: Any = None) -> None:
+        self.lost()
+
+    def makeConnection(self, transport: Any) -> None:  # pragma: no cover - never called
+        self.out = transport
+
+
+def last_event_id(header: bytes | None, query: bytes | str | None) -> int | None | str:
+    """The seq the client last received (the ``Last-Event-ID`` header, else
+    the ``last_event_id`` query value), None for none, or an error text."""
+    raw = header if header is not None else query
     if raw is None or raw in (b"", ""):
         return None
     if isinstance(raw, str):
@@ -140,8 +197,14 @@ def _last_event_id(request: Any) -> int | None | str:
     return seq
 
 
+def _last_event_id(request: Any) -> int | None | str:
+    return last_event_id(request.getHeader(b"last-event-id"),
+                         (request.args.get(b"last_event_id") or [None])[0])
+
+
 class EventsResource(Resource):
-    """``GET /api/events``: a session's events as Server-Sent Events."""
+    """``GET /api/events``: a session's events as Server-Sent Events, on
+    twisted.web (``render_GET``) and on the fast front (``stream``)."""
 
     isLeaf = True
 
@@ -151,7 +214,89 @@ class EventsResource(Resource):
         self.policy = policy
         self.clock = clock
         self.heartbeat = Heartbeat(clock, PING_INTERVAL)
+        self.hub = StreamHub(clock, api.sessions, self.heartbeat)
+        cors = b"".join(name + b": " + value + b"\r\n" for name, value in policy.cors_headers)
+        # the raw answer's head after its Date line, HTTP/1.1 (chunked) and 1.0
+        head = (b"Content-Type: text/event-stream\r\nCache-Control: no-store\r\n"
+                b"X-Accel-Buffering: no\r\n" + cors)
+        self._head11 = head + b"Transfer-Encoding: chunked\r\n\r\n" \
+            + b"%x\r\n%b\r\n" % (len(HEAD), HEAD)
+        self._head10 = head + b"Connection: close\r\n\r\n" + HEAD
 
+    def opening(self, sid: str, last: int | None | str,
+                stream: SseStream) -> tuple[int, int | str, str] | Any:
+        """Attach ``stream`` to session ``sid`` (resumed after ``last``): the
+        session (or a Deferred of it), or why not as (status, code, message)."""
+        if not sid:
+            return 400, -32602, "the session parameter is required"
+        if isinstance(last, str):
+            return 400, -32602, last
+        try:
+            return self.api.stream(sid, stream, last)
+        except ApiError as e:
+            return self._why(e)
+
+    @staticmethod
+    def _why(error: ApiError) -> tuple[int, int | str, str]:
+        if isinstance(error, UnknownSession):
+            return 404, 1001, "unknown session"
+        return 400, error.code, error.message
+
+    # -- the fast front: the raw connection ----------------------------------------
+    def stream(self, r: StreamRequest, caller: Any, link: StreamLink) -> StreamAnswer:
+        """``GET /api/events`` on the fast front: refused as on twisted.web,
+        or the stream takes the connection (None)."""
+        query = r.query
+        refused = self.policy.stream_refusal(query, r.header(KEY_HEADER), r.header(b"origin"))
+        if refused is not None:
+            return _answer(refused)
+        args = parse_qs(query, keep_blank_values=True) if query else {}
+        sid = (args.get(b"session") or [b""])[0].decode("latin-1")
+        last = last_event_id(r.header(b"last-event-id"),
+                             (args.get(b"last_event_id") or [None])[0])
+        stream = SseStream(self.hub)
+        result = self.opening(sid, last, stream)
+        if isinstance(result, tuple):
+            return _answer(result)
+        if not isinstance(result, Deferred):
+            self._take(r, link, stream, result)
+            return None
+        answer: Deferred[HttpAnswer | None] = Deferred(lambda _: stream.lost())
+
+        def opened(session: Any) -> None:
+            if answer.called:           # the client went away meanwhile
+                self.api.sessions.detach(session, stream)
+                return
+            self._take(r, link, stream, session)
+            answer.callback(None)
+
+        def failed(failure: Failure) -> None:
+            if answer.called:
+                return
+            if isinstance(failure.value, ApiError):
+                answer.callback(_answer(self._why(failure.value)))
+            else:
+                log.failure("opening an event stream failed", failure)
+                answer.callback(_answer((500, -32603, "internal error")))
+        result.addCallbacks(opened, failed).addErrback(
+            lambda f: log.failure("opening an event stream failed", f))
+        return answer
+
+    def _take(self, r: StreamRequest, link: StreamLink, stream: SseStream,
+              session: Any) -> None:
+        transport = link.take(stream)
+        stream.out = transport
+        stream.send = link.write_now
+        stream.raw = True
+        stream.chunked = r.version == "1.1"
+        head = self._head11 if stream.chunked else self._head10
+        link.write_now(transport, status_line(200) + date_line() + head)
+        transport.registerProducer(stream, True)
+        stream.start(session)
+        # events written while attaching waited for the head: write them now
+        self.api.sessions.resume_writing(session, stream)
+
+    # -- twisted.web ---------------------------------------------------------------------
     def render_OPTIONS(self, request: Any) -> bytes:
         self.policy.cors(request)
         request.setResponseCode(204)
@@ -163,21 +308,15 @@ class EventsResource(Resource):
         if refused is not None:
             return refused
         sid = (request.args.get(b"session") or [b""])[0].decode("latin-1")
-        if not sid:
-            return self.policy.stream_answer(request, 400, -32602,
-                                             "the session parameter is required")
-        last = _last_event_id(request)
-        if isinstance(last, str):
-            return self.policy.stream_answer(request, 400, -32602, last)
-        stream = SseStream(request, self.clock, self.api.sessions, self.heartbeat)
-        try:
-            result = self.api.stream(sid, stream, last)
-        except ApiError as e:
-            return self._refused(request, e)
+        stream = SseStream(self.hub, request)
+        result = self.opening(sid, _last_event_id(request), stream)
+        if isinstance(result, tuple):
+            return self.policy.stream_answer(request, *result)
         if isinstance(result, Deferred):
             finished = request.notifyFinish()
             result.addCallbacks(lambda session: self._open(request, stream, session),
                                 lambda f: self._failed(request, f))
+            result.addErrback(lambda f: log.failure("opening an event stream failed", f))
             finished.addErrback(stream.lost)
             return NOT_DONE_YET
         self._open(request, stream, result)
@@ -199,18 +338,20 @@ class EventsResource(Resource):
         # events written while attaching waited for the head: write them now
         self.api.sessions.resume_writing(session, stream)
 
-    def _refused(self, request: Any, error: ApiError) -> bytes:
-        if isinstance(error, UnknownSession):
-            return self.policy.stream_answer(request, 404, 1001, "unknown session")
-        return self.policy.stream_answer(request, 400, error.code, error.message)
-
     def _failed(self, request: Any, failure: Failure) -> None:
         if request.finished or getattr(request, "_disconnected", False):
             return
         if isinstance(failure.value, ApiError):
-            body = self._refused(request, failure.value)
+            why = self._why(failure.value)
         else:
             log.failure("opening an event stream failed", failure)
-            body = self.policy.stream_answer(request, 500, -32603, "internal error")
-        request.write(body)
+            why = (500, -32603, "internal error")
+        request.write(self.policy.stream_answer(request, *why))
         request.finish()
+
+
+def _answer(why: tuple[int, int | str, str]) -> HttpAnswer:
+    """A refusal as the fast front writes it (JSON, ``Cache-Control:
+    no-store``, the CORS headers: what ``policy.stream_answer`` sets)."""
+    status, code, message = why
+    return HttpAnswer(status, stream_error(code, message))

@@ -25,6 +25,11 @@ The handshake answers the subprotocol ``pushengine.jsonrpc`` when offered,
 refuses another ``Sec-WebSocket-Version`` with 426 naming 13, and negotiates
 permessage-deflate (``deflate.py``: each event's shared piece compressed once).
 What one connection may cost is bounded (``WsConnection``; docs/websocket.md).
+
+On the fast front the upgrade does not go through twisted.web: the front
+hands the connection over (``WebSocketResource.stream``), the same checks and
+handshake run on the request it parsed, and the socket answers
+``WsConnection`` directly (``WsConnection.take``).
 """
 from __future__ import annotations
 
@@ -45,7 +50,8 @@ from wsproto.utilities import RemoteProtocolError
 
 from pushengine.api.rpc import Dispatcher, RpcAnswer
 from pushengine.core.events import DROPPED, Fragment, utf8
-from pushengine.web.policy import HttpPolicy
+from pushengine.web.policy import KEY_HEADER, HttpPolicy, stream_error
+from pushengine.web.routes import HttpAnswer, StreamAnswer, StreamLink, StreamRequest
 from pushengine.web.timing import Clock
 from pushengine.transports.deflate import SMALLEST, ServerDeflate, frame
 from pushengine.transports.heartbeat import Heartbeat
@@ -98,6 +104,11 @@ class WsConnection(StreamProducer):
     Events wait while a call is being answered: ``session.attach``'s answer
     comes before the events it replays."""
 
+    __slots__ = ("conn", "dispatcher", "clock", "max_message", "request",
+                 "caller", "transport", "closed", "parts", "size",
+                 "heartbeat", "last_write", "deflater", "idle_timeout", "last_pong",
+                 "answering", "refusals", "reading", "later", "__weakref__")
+
     def __init__(self, conn: Any, dispatcher: Any, sessions: Any, clock: Any,
                  max_message: int, request: Any, heartbeat: Heartbeat | None = None,
                  deflate: ServerDeflate | None = None, idle_timeout: float | None = None
@@ -126,6 +137,15 @@ class WsConnection(StreamProducer):
         self.later: Any = None          # the next slice of input
 
     # -- the connection ----------------------------------------------------------
+    def take(self, link: StreamLink, accept: bytes) -> None:
+        """The fast front's connection, handed over after the handshake: the
+        socket calls this object from now on, ``accept`` (the 101 answer)
+        goes first."""
+        transport = link.take(self)
+        link.write_now(transport, accept)
+        self.makeConnection(transport)
+        transport.registerProducer(self, True)
+
     def makeConnection(self, transport: Any) -> None:
         self.transport = transport
         self.last_pong = self.clock.seconds()
@@ -302,7 +322,7 @@ class WsConnection(StreamProducer):
             self.sessions.detach(self.session, self)
             self.session = None
         try:
-            self.request.unregisterProducer()
+            (self.request or self.transport).unregisterProducer()
         except Exception:
             pass
 
@@ -387,27 +407,24 @@ class WebSocketResource(Resource):
         request.setResponseCode(426, b"Upgrade Required")
         return body
 
-    def render_GET(self, request: Any) -> bytes | int:
-        refused = self.policy.refuse_stream(request)
-        if refused is not None:
-            return refused
-        versions = request.requestHeaders.getRawHeaders(b"sec-websocket-version") or []
+    def handshake(self, headers: list[tuple[bytes, bytes]], path: bytes
+                  ) -> tuple[bytes, Any, ServerDeflate | None] | tuple[int, str]:
+        """The opening handshake of a request with ``headers``, on either
+        front: (the 101 answer, wsproto's connection, the deflate
+        negotiated or None), or (status, message) of a refusal."""
+        versions = [value for name, value in headers if name.lower() == b"sec-websocket-version"]
         if versions and versions != [b"13"]:
-            return self._upgrade_required(
-                request, "this server speaks WebSocket version 13 (Sec-WebSocket-Version: 13)")
+            return 426, "this server speaks WebSocket version 13 (Sec-WebSocket-Version: 13)"
         handshake = H11Handshake(ConnectionType.SERVER)
-        headers = [(name, value) for name, values in request.requestHeaders.getAllRawHeaders()
-                   for value in values]
         try:
-            handshake.initiate_upgrade_connection(headers, request.path)
+            handshake.initiate_upgrade_connection(headers, path)
             offer = next((e for e in handshake.events() if isinstance(e, Request)), None)
         except UnicodeError:            # wsproto decodes header values as ASCII
-            return self.policy.stream_answer(request, 400, -32600, "bad request headers")
+            return 400, "bad request headers"
         except RemoteProtocolError:
             offer = None
         if offer is None:
-            return self._upgrade_required(
-                request, "a WebSocket upgrade is required (Upgrade: websocket)")
+            return 426, "a WebSocket upgrade is required (Upgrade: websocket)"
         subprotocol = SUBPROTOCOL if SUBPROTOCOL in offer.subprotocols else None
         deflate = ServerDeflate(self.max_message)
         try:
@@ -416,11 +433,53 @@ class WebSocketResource(Resource):
         except (RemoteProtocolError, ValueError):
             deflate = ServerDeflate(self.max_message)      # an offer it could not parse
             handshake = H11Handshake(ConnectionType.SERVER)
-            handshake.initiate_upgrade_connection(headers, request.path)
+            handshake.initiate_upgrade_connection(headers, path)
             accept = handshake.send(AcceptConnection(subprotocol=subprotocol))
-        ws = WsConnection(handshake.connection, self.dispatcher, self.sessions, self.clock,
-                          self.max_message, request, self.heartbeat,
-                          deflate if deflate.enabled() else None, self.idle_timeout)
+        return accept, handshake.connection, deflate if deflate.enabled() else None
+
+    def _connection(self, conn: Any, deflate: ServerDeflate | None,
+                    request: Any) -> WsConnection:
+        return WsConnection(conn, self.dispatcher, self.sessions, self.clock,
+                            self.max_message, request, self.heartbeat, deflate,
+                            self.idle_timeout)
+
+    # -- the fast front: the raw connection ----------------------------------------
+    def stream(self, r: StreamRequest, caller: Any, link: StreamLink) -> StreamAnswer:
+        """``GET /api/ws`` on the fast front: refused as on twisted.web, or
+        the socket takes the connection after the handshake (None)."""
+        refused = self.policy.stream_refusal(r.query, r.header(KEY_HEADER), r.header(b"origin"))
+        if refused is not None:
+            status, code, message = refused
+            return HttpAnswer(status, stream_error(code, message))
+        done = self.handshake([(name, value) for name, values in r.headers.items()
+                               for value in values], r.path)
+        if len(done) == 2:
+            status, message = done
+            if status == 426:
+                return HttpAnswer(426, stream_error(-32600, message),
+                                  ((b"Upgrade", b"websocket"), (b"Sec-WebSocket-Version", b"13")))
+            return HttpAnswer(status, stream_error(-32600, message))
+        accept, conn, deflate = done
+        ws = self._connection(conn, deflate, None)
+        ws.caller = self.policy.channel_caller(link.peer, r.headers, ws)
+        ws.take(link, accept)
+        return None
+
+    # -- twisted.web ---------------------------------------------------------------------
+    def render_GET(self, request: Any) -> bytes | int:
+        refused = self.policy.refuse_stream(request)
+        if refused is not None:
+            return refused
+        headers = [(name, value) for name, values in request.requestHeaders.getAllRawHeaders()
+                   for value in values]
+        done = self.handshake(headers, request.path)
+        if len(done) == 2:
+            status, message = done
+            if status == 426:
+                return self._upgrade_required(request, message)
+            return self.policy.stream_answer(request, status, -32600, message)
+        accept, conn, deflate = done
+        ws = self._connection(conn, deflate, request)
         ws.caller = self.policy.request_caller(request, ws)
         channel = request.channel
         transport = channel.transport

@@ -8,10 +8,14 @@ the engine could answer them. This channel parses requests with httptools
 with the functions twisted.web runs for them, each answer one piece of
 bytes; answers to what a turn of the reactor read leave together at its end
 (``outbox.py``), what a change causes leaves at once (``FastChannel.send``). Every
-other request — static files, /health, /metrics, SSE, the WebSocket upgrade,
-OPTIONS — is handed, whole, to a twisted.web channel of the same site that
-lives behind this one for the connection's life; its answer goes straight to
-the client. HTTP stays whole on both paths: keep-alive and pipelining (answers
+other request — static files, /health, /metrics, OPTIONS — is handed, whole,
+to a twisted.web channel of the same site that lives behind this one for the
+connection's life; its answer goes straight to the client. A stream route's
+GET (``Route.stream``: SSE, the WebSocket upgrade) is handed to its transport
+with the connection itself (``FastChannel.take``): the transport writes its
+head and messages straight to the socket, and the channel lets go of its
+parser and request state (on a TCP connection the transport becomes the
+socket's protocol, and the channel is freed). HTTP stays whole on both paths: keep-alive and pipelining (answers
 in request order), Content-Length and chunked bodies, 413 from the
 Content-Length before a body byte is read, 400 on malformed requests (JSON),
 ``Expect: 100-continue``, the header deadline and the idle timeout; the
@@ -26,6 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import httptools
 from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -39,7 +44,7 @@ from pushengine.web.policy import (
     INTERNAL_ERROR, LINGER_BYTES, LINGER_SECONDS, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS,
     HttpPolicy, closing_answer,
     date_line, error_body, path_error, status_line, too_large_message, websocket_upgrade)
-from pushengine.web.routes import CallHandler, HttpAnswer, RouteTable
+from pushengine.web.routes import CallHandler, HttpAnswer, RouteTable, StreamHandler
 from pushengine.web.sendnow import send_now
 from pushengine.web.timing import Clock, Timer
 
@@ -188,11 +193,11 @@ class FastChannel(Protocol):
 
     def __init__(self, factory: FastSite) -> None:
         self.factory = factory
-        self.parser = httptools.HttpRequestParser(self)
+        self.parser: Any = httptools.HttpRequestParser(self)
         self.request: _Request | None = None
         self.waiting: deque[_Request] = deque()
         self.busy = False               # an answer is being made
-        self.answering: Deferred[HttpAnswer] | None = None
+        self.answering: Deferred[HttpAnswer] | Deferred[HttpAnswer | None] | None = None
         self.behind: Any = None           # the twisted.web HTTPChannel, once needed
         self.upgraded = False
         self.closing = False
@@ -217,6 +222,7 @@ class FastChannel(Protocol):
         self.lingering = False           # answered and closing: reading and dropping
         self.lingered = 0
         self.linger_timer: Timer | None = None
+        self.stream: Any = None          # the transport's protocol that took the connection
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -240,6 +246,9 @@ class FastChannel(Protocol):
         self._arm_header_deadline()
 
     def dataReceived(self, data: bytes) -> None:
+        if self.stream is not None:     # a stream took the connection (``take``)
+            self.stream.dataReceived(data)
+            return
         if self.lingering:
             self.lingered += len(data)
             if self.lingered > LINGER_BYTES:
@@ -264,6 +273,8 @@ class FastChannel(Protocol):
                 self._feed(data)
         finally:
             self.reading = False
+        if self.stream is not None:
+            return
         self._headers_on_the_clock()
         r = self.request
         if r is not None and r.body and self.body_timer is None and not self.closing:
@@ -301,6 +312,8 @@ class FastChannel(Protocol):
                     if self.websocket:
                         self._upgrade(rest)
                         break
+                    if self.stream is not None:
+                        break
                     # any other upgrade (or CONNECT) was an ordinary request:
                     # what follows it is the next request, for a new parser
                     self.parser = httptools.HttpRequestParser(self)
@@ -325,6 +338,8 @@ class FastChannel(Protocol):
         it has begun (pipelined behind a parked poll or a stream: its bytes
         stay in the socket, not in memory here), or while twisted.web behind
         asks; it goes on once neither holds."""
+        if self.stream is not None:
+            return
         r = self.request
         hold = self.busy and not self.upgraded and (
             bool(self.waiting) or (r is not None and not r.streamed))
@@ -350,6 +365,10 @@ class FastChannel(Protocol):
         self.closing = True
         counted, self.counted = self.counted, None
         self.factory.policy.release(counted)
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            stream.connectionLost(reason)
+            return
         self._cancel_timers()
         self.factory.outbox.forget(self.transport)
         if self.answering is not None:
@@ -363,6 +382,8 @@ class FastChannel(Protocol):
 
     # -- parser callbacks --------------------------------------------------------
     def on_message_begin(self) -> None:
+        if self.stream is not None:     # bytes after a stream's request: not read
+            raise self._refuse(400, "a stream must not be pipelined")
         self.request = _Request()
 
     def on_chunk_header(self) -> None:
@@ -504,7 +525,11 @@ class FastChannel(Protocol):
     def _serve(self, r: _Request) -> None:
         call = self.factory.calls.get((r.method, r.path))
         if call is None:
-            self._hand_on(r)
+            stream = self.factory.streams.get((r.method, r.path))
+            if stream is not None:
+                self._stream(r, stream)
+            else:
+                self._hand_on(r)
             return
         result = call(r, self.factory.caller(self, r))
         if type(result) is HttpAnswer:  # answered at once (Deferred's isinstance is slow)
@@ -513,6 +538,63 @@ class FastChannel(Protocol):
         self.answering = result
         result.addCallbacks(self._answered, self._failed, callbackArgs=(r,),
                             errbackArgs=(r,))
+
+    def _stream(self, r: _Request, handler: StreamHandler) -> None:
+        """A stream route: its transport takes the connection (``take``), or
+        answers a refusal, written as a call's answer is."""
+        result = handler(r, self.factory.caller(self, r), self)
+        if result is None:
+            return                      # taken
+        if type(result) is HttpAnswer:
+            self._write(r, result.status, result.body, result.headers)
+            return
+        assert isinstance(result, Deferred)
+        self.answering = result
+        result.addCallbacks(self._streamed, self._failed, callbackArgs=(r,),
+                            errbackArgs=(r,))
+
+    def _streamed(self, answer: HttpAnswer | None, r: _Request) -> None:
+        self.answering = None
+        if answer is not None and not self.closing and self.stream is None:
+            try:
+                self._write(r, answer.status, answer.body, answer.headers)
+            except Exception:
+                self._lost(Failure(), r)
+
+    # -- a stream takes the connection (routes.StreamLink) ------------------------------
+    write_now = staticmethod(send_now)
+
+    def take(self, protocol: Any) -> Any:
+        """Hand the connection to ``protocol`` for good (see the module
+        docstring): what this channel queued goes first, its timers stop,
+        its parser, requests and any twisted.web channel behind go. Returns
+        the transport."""
+        transport = self.transport
+        self.factory.outbox.flush_one(transport)
+        self._cancel_timers()
+        self.closing = True
+        self.stream = protocol
+        self.parser = None
+        self.request = None
+        self.waiting.clear()
+        self.plain_caller = None
+        self.answering = None
+        behind, self.behind = self.behind, None
+        if behind is not None:
+            # an earlier request was twisted.web's: its channel, idle, goes
+            transport.unregisterProducer()
+            try:
+                behind.connectionLost(Failure(ConnectionDone("the connection became a stream")))
+            except Exception:
+                log.failure("closing the channel behind failed")
+        if self.paused:
+            self.paused = False
+            transport.resumeProducing()
+        if self.counted is None and getattr(transport, "protocol", None) is self:
+            # the socket calls the stream from now on: this channel is freed
+            # (a counted connection keeps it, to release its count at the end)
+            transport.protocol = protocol
+        return transport
 
     def _answered(self, answer: HttpAnswer, r: _Request) -> None:
         self.answering = None
@@ -616,6 +698,19 @@ class FastChannel(Protocol):
         r = self.waiting.pop() if self.waiting else None
         if r is None or self.busy or self.waiting:
             self._fail(400, "an upgrade must not be pipelined")
+            return
+        handler = self.factory.streams.get((r.method, r.path))
+        if handler is not None:
+            self.busy = True
+            self._cancel_timers()
+            r.keep_alive = False        # a refused upgrade closes the connection
+            try:
+                self._stream(r, handler)
+            except Exception:
+                log.failure("answering {path} failed", path=r.path)
+                self._write(r, 500, INTERNAL_ERROR)
+            if self.stream is not None and rest:
+                self.stream.dataReceived(rest)
             return
         self.upgraded = True
         self._cancel_timers()
@@ -747,6 +842,7 @@ class FastSite:
         self.site = site
         self.policy = policy
         self.calls: dict[tuple[bytes, bytes], CallHandler] = routes.calls()
+        self.streams: dict[tuple[bytes, bytes], StreamHandler] = routes.streams()
         self.clock = clock
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout

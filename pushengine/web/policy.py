@@ -313,14 +313,34 @@ class HttpPolicy:
     def request_key_allowed(self, request: WebRequest) -> bool:
         return self.key_allowed(query_of(request.uri), first(request, KEY_HEADER))
 
-    def refuse_stream(self, request: WebRequest) -> bytes | None:
-        """The answer to a stream (SSE, WebSocket) that may not open: the key
-        or the origin is wrong; None when it may."""
-        if not self.request_key_allowed(request):
-            return self.stream_answer(request, 403, NotAuthorized.code, KEY_REQUIRED)
-        if not self.origin_allowed(first(request, b"origin")):
-            return self.stream_answer(request, 403, NotAuthorized.code, FOREIGN_ORIGIN)
+    def stream_refusal(self, query: bytes, key: bytes | None,
+                       origin: bytes | None) -> tuple[int, int, str] | None:
+        """Why a stream (SSE, WebSocket) may not open, as (status, code,
+        message): the key (in ``query`` or the ``key`` header) or the
+        ``origin`` is wrong; None when it may. Both fronts ask this, so that
+        each answers the same refusal (``stream_error``)."""
+        if not self.key_allowed(query, key):
+            return 403, NotAuthorized.code, KEY_REQUIRED
+        if not self.origin_allowed(origin):
+            return 403, NotAuthorized.code, FOREIGN_ORIGIN
         return None
+
+    def refuse_stream(self, request: WebRequest) -> bytes | None:
+        """The answer to a stream that may not open on a twisted.web
+        request (``stream_refusal``); None when it may."""
+        refused = self.stream_refusal(query_of(request.uri), first(request, KEY_HEADER),
+                                      first(request, b"origin"))
+        if refused is None:
+            return None
+        return self.stream_answer(request, *refused)
+
+    def channel_caller(self, peer: str, headers: Mapping[bytes, list[bytes]],
+                       channel: object) -> Caller:
+        """The caller of a request read by the fast front (``caller``) whose
+        connection carries a session's events itself (a WebSocket)."""
+        caller = self.caller(peer, headers)
+        return Caller(caller.address, caller.loopback, caller.bearer, caller.from_page,
+                      channel)
 
     @staticmethod
     def stream_answer(request: WebRequest, status: int, code: int | str,

@@ -12,6 +12,12 @@ answers it:
   such requests on, whole). ``Route.resource`` makes one of a Resource: the
   streams, the segment uploads, static files.
 
+- a *stream* (``Route.stream``, beside a Resource's page): a GET the fast
+  front hands, connection and all, to the transport (SSE, the WebSocket
+  upgrade), which then writes its head and messages straight to the socket
+  (``StreamHandler``); twisted.web still serves the same route through the
+  Resource.
+
 ``shape`` says which error body the path's refusals carry (``policy.py``).
 Both fronts take the calls from ``RouteTable.calls`` (method and path →
 call); twisted.web routes the pages with klein (``app.py``), so that a
@@ -65,6 +71,36 @@ class HttpAnswer:
 
 Answer = Union[HttpAnswer, "Deferred[HttpAnswer]"]
 CallHandler = Callable[[HttpCall, Caller], Answer]
+
+
+class StreamRequest(HttpCall, Protocol):
+    """A request as a stream route sees it on the fast front."""
+
+    url: bytes
+    path: bytes
+    version: str
+    headers: dict[bytes, list[bytes]]   # lower-case names, every value
+
+
+class StreamLink(Protocol):
+    """The connection a stream route may take over (the fast front's)."""
+
+    peer: str                           # the TCP peer's address
+
+    def take(self, protocol: Any) -> Any:
+        """Hand the connection to ``protocol`` for good: what the client
+        sends goes to its ``dataReceived``, the end of the connection to its
+        ``connectionLost``. Returns the transport, written to directly from
+        then on (with ``write_now``); the front forgets its request state."""
+
+    def write_now(self, transport: Any, data: bytes) -> None:
+        """Write to a transport taken over, sending at once when nothing
+        waits in its buffer (what the front does with its own answers)."""
+
+
+# None: the stream took the connection; an answer: refused (the front writes it)
+StreamAnswer = Union[HttpAnswer, None, "Deferred[HttpAnswer | None]"]
+StreamHandler = Callable[[StreamRequest, Caller, StreamLink], StreamAnswer]
 Page = Callable[[Any], Any]
 
 
@@ -76,6 +112,7 @@ class Route:
     page: Page | None = None
     branch: bool = False                # every path below ``path`` too
     shape: Shape = "plain"
+    stream: StreamHandler | None = None  # a GET the fast front hands to a transport
 
     @classmethod
     def post(cls, path: str, call: CallHandler, shape: Shape = "plain") -> Route:
@@ -91,12 +128,13 @@ class Route:
     @classmethod
     def resource(cls, path: str, resource: Resource,
                  methods: tuple[str, ...] | None = None, branch: bool = False,
-                 shape: Shape = "plain") -> Route:
-        """A Resource that renders the path (its own methods with ``methods`` None)."""
+                 shape: Shape = "plain", stream: StreamHandler | None = None) -> Route:
+        """A Resource that renders the path (its own methods with ``methods``
+        None); ``stream``: what the fast front calls for a GET of it instead."""
         def serve(request: IRequest) -> Resource:
             return resource
         serve.__name__ = f"resource of {path}"
-        return cls(path, methods, page=serve, branch=branch, shape=shape)
+        return cls(path, methods, page=serve, branch=branch, shape=shape, stream=stream)
 
     @property
     def target(self) -> bytes:
@@ -116,6 +154,11 @@ class RouteTable:
         return {(method.encode("ascii"), route.target): route.call
                 for route in self.routes if route.call is not None
                 for method in route.methods or ()}
+
+    def streams(self) -> dict[tuple[bytes, bytes], StreamHandler]:
+        """What the fast front hands to a transport: (GET, path) → handler."""
+        return {(b"GET", route.target): route.stream
+                for route in self.routes if route.stream is not None and not route.branch}
 
     def _matching(self, path: bytes) -> list[Route]:
         exact = [r for r in self.routes if not r.branch and r.target == path]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from twisted.internet.task import Clock
 
 from pushengine.transports.heartbeat import Heartbeat
-from pushengine.transports.sse import PING, SseStream
+from pushengine.transports.sse import PING, SseStream, StreamHub
 
 
 class Stream:
@@ -93,7 +93,7 @@ def test_an_sse_stream_pings_only_while_open_and_reading():
     beat = Heartbeat(clock, 15.0)
     request = Request()
     sessions = Sessions()
-    stream = SseStream(request, clock, sessions=sessions, heartbeat=beat)
+    stream = SseStream(StreamHub(clock, sessions, beat), request)
     stream.start(session=object())
     clock.pump([5.0] * 4)
     assert request.written == [PING]
