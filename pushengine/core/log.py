@@ -10,7 +10,10 @@ parts whose numbers follow from their place:
   ``sent``), kept so that a stream attached again with the last seq its
   client received gets every later event once.
 
-Together they hold at most ``max_queue`` events. Appending is one append of
+Together they hold at most ``max_queue`` events. The replay exists only
+once a stream has written an event (a deque costs more than half a
+kilobyte, and most sessions never have one: polls drop what they take, a
+held stream may wait long for its first event). Appending is one append of
 a pointer: no object per session per event, nothing for the garbage
 collector, and a write to a stream never walks the replay.
 
@@ -38,7 +41,7 @@ class EventLog:
 
     def __init__(self, max_queue: int) -> None:
         self._queue: deque[Fragment] = deque()    # seqs sent+1 .. next-1
-        self._replay: deque[Fragment] = deque()   # seqs forgotten+1 .. sent
+        self._replay: deque[Fragment] | None = None   # seqs forgotten+1 .. sent
         self._sent = 0                            # the seq before the queue's first
         self._next = 1                            # the seq of the next event
         self._max = max_queue
@@ -57,7 +60,8 @@ class EventLog:
     @property
     def forgotten(self) -> int:
         """The highest seq no longer in the log (the replay ends at ``sent``)."""
-        return self._sent - len(self._replay)
+        replay = self._replay
+        return self._sent - len(replay) if replay else self._sent
 
     @property
     def pending(self) -> int:
@@ -67,7 +71,8 @@ class EventLog:
     @property
     def size(self) -> int:
         """The events the log holds: queued and replay."""
-        return len(self._queue) + len(self._replay)
+        replay = self._replay
+        return len(self._queue) + len(replay) if replay else len(self._queue)
 
     def queued(self) -> list[tuple[int, str | None, Fragment]]:
         """The queued events as ``(seq, key, fragment)``, without the
@@ -83,10 +88,13 @@ class EventLog:
         queue = self._queue
         queue.append(fragment)
         self._next += 1
-        if len(queue) + len(self._replay) > self._max:
-            if not self._replay:
+        replay = self._replay
+        if replay is None:
+            return len(queue) <= self._max
+        if len(queue) + len(replay) > self._max:
+            if not replay:
                 return False
-            self._replay.popleft()          # what a stream wrote already goes first
+            replay.popleft()                # what a stream wrote already goes first
         return True
 
     def overflow(self, resets: Iterable[Fragment]) -> bool:
@@ -95,9 +103,10 @@ class EventLog:
         subscription; read only then) are queued after them. True when the
         log was reset."""
         queue, replay, limit = self._queue, self._replay, self._max
-        while replay and len(queue) + len(replay) > limit:
-            replay.popleft()
-        if len(queue) + len(replay) <= limit:
+        if replay is not None:
+            while replay and len(queue) + len(replay) > limit:
+                replay.popleft()
+        if self.size <= limit:
             return False
         self._sent = self._next - 1
         queue.clear()
@@ -111,7 +120,8 @@ class EventLog:
         """The client has every event up to ``seq``: drop the queued ones
         (and the replay, all older)."""
         if seq > self._sent:
-            self._replay.clear()
+            if self._replay:
+                self._replay.clear()
             queue = self._queue
             dropped = min(seq - self._sent, len(queue))
             for _ in range(dropped):
@@ -129,7 +139,8 @@ class EventLog:
         if not acking:
             self._sent += len(queue)
             queue.clear()
-            self._replay.clear()
+            if self._replay:
+                self._replay.clear()
         return answer
 
     def write(self, write: Writer) -> int:
@@ -144,6 +155,8 @@ class EventLog:
         write(self._sent + 1, queue)
         self._sent += count
         replay = self._replay
+        if replay is None:
+            replay = self._replay = deque()
         replay.extend(queue)
         queue.clear()
         over = len(replay) - self._max
@@ -171,12 +184,14 @@ class EventLog:
             return False
         queue, replay = self._queue, self._replay
         if last_seq <= self._sent:
-            for _ in range(self._sent - last_seq):
-                queue.appendleft(replay.pop())
+            if replay is not None:
+                for _ in range(self._sent - last_seq):
+                    queue.appendleft(replay.pop())
         else:
             for _ in range(min(last_seq - self._sent, len(queue))):
                 queue.popleft()
-        replay.clear()
+        if replay:
+            replay.clear()
         self._sent = last_seq
         return True
 
@@ -192,19 +207,19 @@ class EventLog:
     def clear(self) -> None:
         """Drop every event; the numbering goes on from ``last_seq``."""
         self._queue.clear()
-        self._replay.clear()
+        self._replay = None
         self._sent = self._next - 1
 
     def continue_after(self, after: int) -> None:
         """Empty, and number the next event ``after + 1``."""
         self._queue.clear()
-        self._replay.clear()
+        self._replay = None
         self._next = after + 1
         self._sent = after
 
     def renumber(self, after: int) -> None:
         """Number the queued events from ``after + 1`` on (the replay goes)."""
-        self._replay.clear()
+        self._replay = None
         self._sent = after
         self._next = after + 1 + len(self._queue)
 

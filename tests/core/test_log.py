@@ -243,3 +243,20 @@ def test_renumbering_keeps_the_queue_and_forgets_the_replay() -> None:
     assert (log.forgotten, log.last_seq) == (10, 11)
     log.continue_after(20)
     assert (log.sent, log.pending, log.last_seq) == (20, 0, 20)
+
+
+def test_the_replay_is_made_when_a_stream_first_writes() -> None:
+    """A held stream with no event yet, or a session that polls, keeps no
+    replay: a deque costs more than half a kilobyte per session."""
+    import sys
+    log = EventLog(5)
+    empty = sys.getsizeof(log._queue)
+    log.append(fragment("a", 1))
+    log.take(False)
+    log.ack(1)
+    assert log.rewind(1) and log.forgotten == 1 and log.size == 0
+    assert log._replay is None                    # nothing a stream wrote: no deque
+    log.append(fragment("a", 2))
+    log.write(lambda first, fragments: None)
+    assert log._replay is not None and sys.getsizeof(log._replay) >= empty
+    assert (log.forgotten, log.sent, log.size) == (1, 2, 1)
