@@ -590,10 +590,11 @@ class FastChannel(Protocol):
         if self.paused:
             self.paused = False
             transport.resumeProducing()
-        if self.counted is None and getattr(transport, "protocol", None) is self:
+        if getattr(transport, "protocol", None) is self:
             # the socket calls the stream from now on: this channel is freed
-            # (a counted connection keeps it, to release its count at the end)
-            transport.protocol = protocol
+            counted, self.counted = self.counted, None
+            transport.protocol = protocol if counted is None \
+                else _Counted(protocol, self.factory.policy, counted)
         return transport
 
     def _answered(self, answer: HttpAnswer, r: _Request) -> None:
@@ -811,6 +812,26 @@ class FastChannel(Protocol):
             timer.cancel()
         self.lingering = False
         self.factory.outbox.close(self.transport)
+
+
+class _Counted:
+    """The socket's protocol for a stream taken over on a connection
+    counted under its client's address (``--max-client-connections``): the
+    stream's, which releases the count when the connection ends."""
+
+    __slots__ = ("protocol", "policy", "address")
+
+    def __init__(self, protocol: Any, policy: HttpPolicy, address: str) -> None:
+        self.protocol = protocol
+        self.policy = policy
+        self.address = address
+
+    def dataReceived(self, data: bytes) -> None:
+        self.protocol.dataReceived(data)
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.policy.release(self.address)
+        self.protocol.connectionLost(reason)
 
 
 def _rearm(timer: Timer | None, clock: Clock, delay: float,
