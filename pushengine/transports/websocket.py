@@ -37,6 +37,7 @@ import json
 import struct
 from typing import Any, Sequence
 
+import h11
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.web.resource import Resource
@@ -419,7 +420,9 @@ class WebSocketResource(Resource):
         try:
             handshake.initiate_upgrade_connection(headers, path)
             offer = next((e for e in handshake.events() if isinstance(e, Request)), None)
-        except UnicodeError:            # wsproto decodes header values as ASCII
+        except (UnicodeError, h11.ProtocolError):
+            # wsproto decodes header values as ASCII; h11 refuses what HTTP
+            # forbids (two Host headers)
             return 400, "bad request headers"
         except RemoteProtocolError:
             offer = None

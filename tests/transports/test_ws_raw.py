@@ -226,3 +226,10 @@ def test_without_the_sockets_protocol_the_channel_hands_bytes_on() -> None:
     assert "result" in c.call("session.create")       # through the channel
     c.raw.protocol.connectionLost(Failure(ConnectionDone()))
     assert c.socket is None and node.policy.connections.open == {}
+
+
+def test_headers_h11_refuses_are_a_json_400_on_both_fronts() -> None:
+    twice = upgrade().replace(b"Host: 127.0.0.1\r\n", b"Host: a\r\nHost: b\r\n")
+    fast = refusal("fast", data=twice)
+    assert fast == refusal("twisted", data=twice)
+    assert fast == (400, {"error": {"code": -32600, "message": "bad request headers"}})
