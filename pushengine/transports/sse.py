@@ -236,6 +236,28 @@ class EventsResource(Resource):
         except ApiError as e:
             return self._why(e)
 
+    def peek(self, sid: str, last: int | None | str) -> tuple[int, int | str, str] | None:
+        """Why a stream could not open on session ``sid`` after ``last``, as
+        far as the node can tell without touching the session (a HEAD is
+        safe: it neither attaches nor resumes a session from the cluster);
+        None when it could."""
+        if not sid:
+            return 400, -32602, "the session parameter is required"
+        if isinstance(last, str):
+            return 400, -32602, last
+        if self.api.resume is not None:
+            # another node may hold the session, or explain a seq ahead of
+            # this node's copy: only a GET, resuming it, finds out
+            return None
+        sessions = self.api.sessions
+        session = sessions.sessions.get(sid)
+        if session is None:
+            return 404, 1001, "unknown session"
+        newest = sessions.last_seq(session)
+        if last is not None and last > newest:
+            return 400, -32602, f"{last} is ahead of the last event ({newest})"
+        return None
+
     @staticmethod
     def _why(error: ApiError) -> tuple[int, int | str, str]:
         if isinstance(error, UnknownSession):
@@ -300,6 +322,27 @@ class EventsResource(Resource):
     def render_OPTIONS(self, request: Any) -> bytes:
         self.policy.cors(request)
         request.setResponseCode(204)
+        return b""
+
+    def render_HEAD(self, request: Any) -> bytes:
+        """The head a GET would get, and nothing else: no stream opens, the
+        session's delivery stays as it is, and the answer ends at its blank
+        line (RFC 9110 section 9.3.2). Both fronts answer it here (the fast
+        front hands a HEAD on)."""
+        self.policy.cors(request)
+        refused = self.policy.refuse_stream(request)
+        if refused is None:
+            sid = (request.args.get(b"session") or [b""])[0].decode("latin-1")
+            why = self.peek(sid, _last_event_id(request))
+            if why is None:
+                request.setResponseCode(200)
+                request.setHeader(b"content-type", b"text/event-stream")
+                request.setHeader(b"cache-control", b"no-store")
+                request.setHeader(b"x-accel-buffering", b"no")
+                return b""
+            refused = self.policy.stream_answer(request, *why)
+        # the length of the refusal a GET would read
+        request.setHeader(b"content-length", b"%d" % len(refused))
         return b""
 
     def render_GET(self, request: Any) -> bytes | int:

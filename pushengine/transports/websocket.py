@@ -62,6 +62,7 @@ log = Logger()
 PING_INTERVAL = 30.0
 TOO_BIG, UNSUPPORTED, GOING_AWAY, NORMAL, POLICY = 1009, 1003, 1001, 1000, 1008
 SUBPROTOCOL = "pushengine.jsonrpc"
+NO_UPGRADE = "a WebSocket upgrade is required (Upgrade: websocket)"
 # one connection's input per reactor turn: at most this many messages or
 # bytes, the rest on a later turn (reading paused meanwhile)
 SLICE_MESSAGES = 32
@@ -427,7 +428,7 @@ class WebSocketResource(Resource):
         except RemoteProtocolError:
             offer = None
         if offer is None:
-            return 426, "a WebSocket upgrade is required (Upgrade: websocket)"
+            return 426, NO_UPGRADE
         subprotocol = SUBPROTOCOL if SUBPROTOCOL in offer.subprotocols else None
         deflate = ServerDeflate(self.max_message)
         try:
@@ -469,6 +470,17 @@ class WebSocketResource(Resource):
         return None
 
     # -- twisted.web ---------------------------------------------------------------------
+    def render_HEAD(self, request: Any) -> bytes:
+        """The head of a GET that does not upgrade: only a GET opens a
+        WebSocket (RFC 6455 section 4.1), so a HEAD, Upgrade headers or
+        not, is refused as a GET without them is (426), or as any stream
+        is (403). Both fronts answer it here (the fast front hands a HEAD on)."""
+        body = self.policy.refuse_stream(request)
+        if body is None:
+            body = self._upgrade_required(request, NO_UPGRADE)
+        request.setHeader(b"content-length", b"%d" % len(body))
+        return b""
+
     def render_GET(self, request: Any) -> bytes | int:
         refused = self.policy.refuse_stream(request)
         if refused is not None:

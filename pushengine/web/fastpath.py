@@ -8,7 +8,8 @@ the engine could answer them. This channel parses requests with httptools
 with the functions twisted.web runs for them, each answer one piece of
 bytes; answers to what a turn of the reactor read leave together at its end
 (``outbox.py``), what a change causes leaves at once (``FastChannel.send``). Every
-other request — static files, /health, /metrics, OPTIONS — is handed, whole,
+other request — static files, /health, /metrics, OPTIONS, a HEAD of a stream
+route — is handed, whole,
 to a twisted.web channel of the same site that lives behind this one for the
 connection's life; its answer goes straight to the client. A stream route's
 GET (``Route.stream``: SSE, the WebSocket upgrade) is handed to its transport
