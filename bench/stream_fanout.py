@@ -32,7 +32,7 @@ from pushengine.core.changes import Change  # noqa: E402
 from pushengine.app.engine import build_engine  # noqa: E402
 from pushengine.core.sessions import SessionSettings  # noqa: E402
 from pushengine.stores.memory import MemoryStore  # noqa: E402
-from pushengine.transports.sse import SseStream  # noqa: E402
+from pushengine.transports.sse import SseStream, StreamHub  # noqa: E402
 from pushengine.transports.deflate import ServerDeflate  # noqa: E402
 from pushengine.transports.websocket import WsConnection  # noqa: E402
 from pushengine.views.spec import load_catalog  # noqa: E402
@@ -96,7 +96,7 @@ def run(streams: int, changes: int, transport: str, max_queue: int,
             d.session = s
         else:
             sink = CountingRequest()
-            d = SseStream(sink, clock, engine.sessions)
+            d = SseStream(StreamHub(clock, engine.sessions, None), sink)
             d.session = s
         engine.sessions.attach(s, d)
         sinks.append(sink)
