@@ -384,12 +384,20 @@ class Api:
         return attached(result)
 
     def touch_streams(self) -> None:
-        """Sessions with a stream attached do not poll: count them online and
-        keep their registry entries alive as polls would (run periodically)."""
-        for session in list(self.sessions.sessions.values()):
-            if session.delivery is not None and session.delivery.holds_session:
-                self._count_online(session)
-                self.hooks.polled(session)
+        """Sessions with a stream attached do not poll: once per online
+        period, count them online together (one memcached operation per
+        view key, not per stream) and tell the hooks they were kept alive
+        (run periodically; the runs between do nothing). A stream attached
+        or a view subscribed later in the period is counted then."""
+        if not self.online.streams_due():
+            return
+        held = [session for session in self.sessions.sessions.values()
+                if session.delivery is not None and session.delivery.holds_session]
+        d = self.online.touch_many((session.id, session.subs.keys()) for session in held)
+        if not d.called:
+            d.addErrback(lambda f: log.failure("counting the streams online failed", f))
+        for session in held:
+            self.hooks.polled(session)
 
     def stats_online(self, key: Any = None, sid: Any = None) -> Any:
         """Sessions online in the service, or in the view ``key``. The figure

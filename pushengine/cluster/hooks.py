@@ -11,7 +11,18 @@ manager of those ``expired``. What a session costs in Redis:
   seq), plus one when the online period turns (so that the node resuming
   it knows whether it was counted online in this period);
 - nothing for the polls in between: the check is a dictionary look-up and
-  a clock read.
+  a clock read;
+- while a stream (SSE, WebSocket) holds it, next to nothing: the entry is
+  written with ``held`` set and a long TTL (``held_ttl``, an hour) when the
+  stream attaches, and refreshed only when its seq changed since (looked at
+  once per online period, when the node counts its streams online) or on a
+  slow schedule (every ``held_refresh`` seconds, 20 minutes, spread over
+  the half of that before it by the session id, so that streams attached
+  together do not refresh together). ``held`` tells the node resuming it
+  that the owner counted it online in every period while it held it. When
+  the stream ends (``detached``) the entry is written again without
+  ``held``, with the period the session was last counted in, and the
+  usual TTL.
 
 Writes that fail (Redis down, a timeout) are dropped and counted
 (``writes_dropped``); the session is marked, and its next poll writes it
@@ -22,6 +33,7 @@ and is dropped, without touching the entry.
 """
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -40,22 +52,31 @@ log = Logger()
 class _Mirror:
     """What this node last wrote of one session."""
 
-    __slots__ = ("refreshed_at", "period", "dirty")
+    __slots__ = ("refreshed_at", "period", "dirty", "held", "seq", "due")
 
     def __init__(self, now: float, period: int | None) -> None:
         self.refreshed_at = now
         self.period = period
         self.dirty = False
+        self.held = False    # written as held by a stream
+        self.seq = -1        # the seq written
+        self.due = now       # held: when the slow schedule refreshes it next
 
 
 class RegistryHooks(SessionHooksBase):
     def __init__(self, registry: Any, sessions: SessionManager, clock: IReactorTime,
-                 refresh_interval: float = 10.0, online: Any = None) -> None:
+                 refresh_interval: float = 10.0, online: Any = None,
+                 held_ttl: float = 3600.0, held_refresh: float = 1200.0) -> None:
         self.registry = registry
         self.sessions = sessions
         self.clock = clock
         self.refresh_interval = refresh_interval
         self.online = online
+        self.held_refresh = held_refresh
+        # a held entry is looked at once per online period: it must outlive
+        # the longest wait for its refresh by a margin
+        self.held_ttl = max(held_ttl, held_refresh + 2 * (getattr(online, "period", 0) or 0)
+                            + refresh_interval)
         self.mirrors: dict[str, _Mirror] = {}
         self._dropping_since: float | None = None
 
@@ -78,13 +99,24 @@ class RegistryHooks(SessionHooksBase):
 
     def polled(self, session: Session) -> None:
         mirror = self.mirrors.get(session.id)
-        if mirror is None or mirror.dirty:
+        if mirror is None or mirror.dirty or mirror.held != _held(session):
             self._write(session)
             return
         now = self.clock.seconds()
+        if mirror.held:     # a stream: the seq changed, or the slow schedule
+            if now >= mirror.due or session.manager.last_seq(session) != mirror.seq:
+                self._refresh(session, mirror, now, mirror.period)
+            return
         period = self.period()
         if now - mirror.refreshed_at >= self.refresh_interval or period != mirror.period:
             self._refresh(session, mirror, now, period)
+
+    def detached(self, session: Session) -> None:
+        """The stream ended: the entry loses ``held`` and its long TTL, and
+        says the last period the session was counted online in."""
+        mirror = self.mirrors.get(session.id)
+        if mirror is not None and mirror.held:
+            self._write(session, period=self._counted_period(session))
 
     def destroyed(self, session: Session) -> None:
         self.mirrors.pop(session.id, None)
@@ -137,9 +169,27 @@ class RegistryHooks(SessionHooksBase):
         if forget is not None:
             forget(session.id)
 
+    def _counted_period(self, session: Session) -> int | None:
+        """The last online period ``session`` was counted in (it was held
+        through the one before this)."""
+        period = self.period()
+        counted = getattr(self.online, "counted", None)
+        if period is None or counted is None or counted(session.id, session.subs):
+            return period
+        return period - 1
+
+    def _held_until(self, sid: str, now: float) -> float:
+        """When the slow schedule refreshes a held entry next: between half
+        of ``held_refresh`` and all of it from now, spread by the id."""
+        spread = zlib.crc32(sid.encode("utf-8", "replace")) / 2 ** 32
+        return now + self.held_refresh * (0.5 + 0.5 * spread)
+
     # -- writing ------------------------------------------------------------------
-    def _write(self, session: Session, take: bool = False, then: Any = None) -> Deferred | None:
-        now, period = self.clock.seconds(), self.period()
+    def _write(self, session: Session, take: bool = False, then: Any = None,
+               period: int | None = None) -> Deferred | None:
+        now = self.clock.seconds()
+        if period is None:
+            period = self.period()
         mirror = self.mirrors.get(session.id)
         if mirror is None:
             mirror = self.mirrors[session.id] = _Mirror(now, period)
@@ -147,8 +197,12 @@ class RegistryHooks(SessionHooksBase):
             mirror.dirty = True
             self._count_dropped()
             return None
-        mirror.refreshed_at, mirror.period, mirror.dirty = now, period, False
         record = SessionRecord.of(session, self.registry.node_id, period)
+        mirror.refreshed_at, mirror.period, mirror.dirty = now, period, False
+        mirror.held, mirror.seq = record.held, record.seq
+        ttl = None
+        if record.held:
+            ttl, mirror.due = self.held_ttl, self._held_until(session.id, now)
 
         def written(result: tuple) -> Any:
             if result[0] == MOVED:
@@ -156,7 +210,8 @@ class RegistryHooks(SessionHooksBase):
             elif then is not None:
                 then(result)
             self._recovered()
-        d = self.registry.write(session.id, record, take)
+        d = self.registry.write(session.id, record, take, ttl) if ttl else \
+            self.registry.write(session.id, record, take)
         d.addCallback(written)
         d.addErrback(self._write_failed, session)
         return d
@@ -167,7 +222,8 @@ class RegistryHooks(SessionHooksBase):
             self._count_dropped()
             return
         mirror.refreshed_at, mirror.period = now, period
-        fields = {"seq": str(session.manager.last_seq(session))}
+        mirror.seq = session.manager.last_seq(session)
+        fields = {"seq": str(mirror.seq)}
         if period is not None:
             fields["period"] = str(period)
 
@@ -177,7 +233,11 @@ class RegistryHooks(SessionHooksBase):
             elif status == MISSING and self.sessions.sessions.get(session.id) is session:
                 self._write(session)
             self._recovered()
-        d = self.registry.refresh(session.id, fields)
+        if mirror.held:
+            mirror.due = self._held_until(session.id, now)
+            d = self.registry.refresh(session.id, fields, self.held_ttl)
+        else:
+            d = self.registry.refresh(session.id, fields)
         d.addCallback(refreshed)
         d.addErrback(self._write_failed, session)
 
@@ -207,3 +267,9 @@ class RegistryHooks(SessionHooksBase):
             log.info("registry writes go through again after {seconds:.1f} s",
                      seconds=self.clock.seconds() - self._dropping_since)
             self._dropping_since = None
+
+
+def _held(session: Session) -> bool:
+    """Whether a stream holds ``session`` (it does not poll)."""
+    delivery = session.delivery
+    return delivery is not None and delivery.holds_session

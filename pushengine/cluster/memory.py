@@ -63,7 +63,8 @@ class MemoryRegistry:
             return fail(RegistryUnavailable("the in-process registry is down"))
         return succeed(body())
 
-    def write(self, sid: str, record: SessionRecord, take: bool = False) -> Deferred:
+    def write(self, sid: str, record: SessionRecord, take: bool = False,
+              ttl: float | None = None) -> Deferred:
         def body():
             current = self.table.get(sid)
             owner = current.get("owner") if current else None
@@ -71,12 +72,13 @@ class MemoryRegistry:
                 return MOVED, owner
             fields = record.fields()
             fields["owner"] = self.node_id
-            self.table.put(sid, fields, self.ttl)
+            self.table.put(sid, fields, self.ttl if ttl is None else ttl)
             self.counters["writes"] += 1
             return OK, owner
         return self._run(body)
 
-    def refresh(self, sid: str, fields: dict[str, str] | None = None) -> Deferred:
+    def refresh(self, sid: str, fields: dict[str, str] | None = None,
+                ttl: float | None = None) -> Deferred:
         def body():
             current = self.table.get(sid)
             if current is None:
@@ -84,7 +86,7 @@ class MemoryRegistry:
             if current.get("owner") != self.node_id:
                 return MOVED
             current.update(fields or {})
-            self.table.put(sid, current, self.ttl)
+            self.table.put(sid, current, self.ttl if ttl is None else ttl)
             self.counters["refreshes"] += 1
             return OK
         return self._run(body)

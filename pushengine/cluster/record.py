@@ -17,6 +17,9 @@ decoding anything:
     period  the online period (``floor(time / --online-period)``) in which the
             owner last counted the session online, so that the node resuming it
             does not count it a second time in that period
+    held    "1" while a stream (SSE, WebSocket) holds the session on its owner:
+            the owner counts such a session online in every period without
+            writing the entry again, so ``period`` may be old; absent otherwise
 
 Nothing in it is secret: the session id is the key, and whoever knows the id
 may use the session anyway.
@@ -59,6 +62,7 @@ class SessionRecord:
     seq: int = 0
     period: int | None = None
     until: float | None = None
+    held: bool = False
 
     @classmethod
     def of(cls, session: Any, owner: str, period: int | None = None) -> "SessionRecord":
@@ -67,8 +71,10 @@ class SessionRecord:
                 for key, b in session.bounds.items()]
         call = getattr(session, "authorized_until", None)
         until = call.getTime() if call is not None and call.active() else None
+        delivery = getattr(session, "delivery", None)
+        held = delivery is not None and bool(getattr(delivery, "holds_session", False))
         return cls(owner=owner, user=session.user, subs=subs, seq=session.manager.last_seq(session),
-                   period=period, until=until)
+                   period=period, until=until, held=held)
 
     def fields(self) -> dict[str, str]:
         """The hash fields, owner included."""
@@ -79,6 +85,8 @@ class SessionRecord:
             out["period"] = str(self.period)
         if self.until is not None:
             out["until"] = repr(float(self.until))
+        if self.held:
+            out["held"] = "1"
         return out
 
     @classmethod
@@ -109,7 +117,8 @@ class SessionRecord:
             subs.append(Subscription(s["view"], s["params"], s["limit"], s["key"]))
         if until is not None and until != until:
             raise BadRecord("unreadable record: bad until")
-        return cls(owner=owner, user=user, subs=subs, seq=seq, period=period, until=until)
+        return cls(owner=owner, user=user, subs=subs, seq=seq, period=period, until=until,
+                   held=f.get("held") == "1")
 
 
 def _text(value: Any) -> str:

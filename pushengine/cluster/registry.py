@@ -40,14 +40,17 @@ class SessionRegistry(Protocol):
     def available(self) -> bool:
         """Whether operations may succeed now (connected)."""
 
-    def write(self, sid: str, record: SessionRecord, take: bool = False) -> Deferred:
-        """Store the whole entry, owned by this node, with a fresh expiry.
+    def write(self, sid: str, record: SessionRecord, take: bool = False,
+              ttl: float | None = None) -> Deferred:
+        """Store the whole entry, owned by this node, with a fresh expiry
+        (``ttl`` seconds; None: the registry's ``ttl``).
         Without ``take`` an entry owned by another node is left alone and the
         result is ``(MOVED, owner)``; otherwise ``(OK, previous owner or None)``."""
 
-    def refresh(self, sid: str, fields: dict[str, str] | None = None) -> Deferred:
-        """Renew the expiry (and set ``fields``) if this node owns the
-        entry: OK, MISSING or MOVED."""
+    def refresh(self, sid: str, fields: dict[str, str] | None = None,
+                ttl: float | None = None) -> Deferred:
+        """Renew the expiry (``ttl`` seconds; None: the registry's ``ttl``)
+        and set ``fields`` if this node owns the entry: OK, MISSING or MOVED."""
 
     def lookup(self, sid: str) -> Deferred:
         """Fire with the SessionRecord, or None when there is none; fail

@@ -140,7 +140,10 @@ class Resumer:
             self.sessions.clear_events(session)
             self._fresh[session] = self.sessions.pending_from(session)
             self.sessions.reset_session(session)
-            self.online.mark_counted(sid, list(session.subs), record.period)
+            # a stream held it there: counted in every period while held,
+            # this one included, though the entry was written earlier
+            period = self.hooks.period() if record.held else record.period
+            self.online.mark_counted(sid, list(session.subs), period)
             self.registry.counters["resumes"] += 1
             if record.owner != self.registry.node_id:
                 self.registry.counters["moved_in"] += 1

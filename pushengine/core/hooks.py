@@ -4,7 +4,8 @@
 ``created``, ``authorized`` (with the token's claims), ``deauthorized``
 (its token's ``exp`` passed: its user is cleared), ``changed`` (it
 subscribed, unsubscribed, was authorized or deauthorized), ``polled`` (a poll or a stream
-kept it alive), ``destroyed`` (by its client) or ``expired`` (destroyed for
+kept it alive), ``detached`` (the stream that held it ended, the session
+lives on), ``destroyed`` (by its client) or ``expired`` (destroyed for
 not polling). Each is said after the action. ``SessionHooksBase`` does
 nothing for every event: a hook overrides the ones it listens to.
 
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 
 log = Logger()
 
-EVENTS = ("created", "authorized", "deauthorized", "changed", "polled", "destroyed",
-          "expired")
+EVENTS = ("created", "authorized", "deauthorized", "changed", "polled", "detached",
+          "destroyed", "expired")
 
 
 class SessionHooks(Protocol):
@@ -56,6 +57,11 @@ class SessionHooks(Protocol):
     def polled(self, session: Session) -> None:
         """The session polled, or its stream was attached or kept alive."""
 
+    def detached(self, session: Session) -> None:
+        """The stream that held the session ended (the client went away, or
+        another delivery replaced it); the session lives on, and may now
+        expire."""
+
     def destroyed(self, session: Session) -> Deferred[Any] | None:
         """``session.destroy`` ended the session."""
 
@@ -79,6 +85,9 @@ class SessionHooksBase:
         return None
 
     def polled(self, session: Session) -> None:
+        return None
+
+    def detached(self, session: Session) -> None:
         return None
 
     def destroyed(self, session: Session) -> Deferred[Any] | None:
@@ -150,6 +159,9 @@ class Hooks:
                 listener(session)
             except Exception:
                 log.failure("the polled hook {hook!r} failed", hook=hook)
+
+    def detached(self, session: Session) -> None:
+        self._tell("detached", session)
 
     def destroyed(self, session: Session) -> list[Deferred[Any]]:
         return self._tell("destroyed", session)

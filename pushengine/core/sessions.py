@@ -440,6 +440,8 @@ class SessionManager:
         self.dirty.discard(session)
         if self.sessions.get(session.id) is session:
             self._arm_expiry(session)
+            if delivery.holds_session:
+                self.hooks.detached(session)
 
     def release(self, session: Session) -> None:
         """End whatever delivery is attached (replaced, or the session ended)."""

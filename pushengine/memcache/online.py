@@ -9,6 +9,15 @@ then incremented (race-safe), so several nodes adding into one figure count
 a session once as long as the session stays on one node (a session that
 moves to another node within a period may count twice in that period).
 
+Streams (SSE, WebSocket) do not poll: the node counts the sessions they
+hold in one pass per period (``streams_due`` says when one is due,
+``touch_many`` makes it). A pass adds, per figure, the number of sessions
+not counted in it yet in one ``incr`` of N, so its cost in memcached is one
+operation per view key, whatever the number of streams; the figures are the
+ones one ``touch`` per session would give. One pass per period is enough:
+a stream attached later in the period, or a view subscribed later, is
+counted by ``touch`` when that happens.
+
 ``period`` uses the shadow/current pair of :class:`VisitorCounter`;
 ``slots > 1`` uses :class:`SlotCounter`, a ring of per-period keys whose
 figure is the mean over the last ``slots`` periods (smoother).
@@ -55,6 +64,7 @@ class OnlineCounter:
         self.slots = slots
         self.prefix = prefix
         self._period_n: int | None = None
+        self._streams_n: int | None = None  # the period of the last streams pass
         self._counted: dict[str, set[object]] = {}  # session → figures counted this period
         self._errors = 0
         self._last_error_log: int | None = None
@@ -65,6 +75,14 @@ class OnlineCounter:
         if self.slots > 1:
             return SlotCounter(self.cache, self.clock, name, slot=self.period, slots=self.slots)
         return VisitorCounter(self.cache, self.clock, name, period=self.period)
+
+    def _turn(self) -> int:
+        """The current period number; a new period forgets who was counted."""
+        n = int(self.clock.seconds() // self.period)
+        if n != self._period_n:
+            self._period_n = n
+            self._counted = {}  # a new period: everyone counts again
+        return n
 
     def counted(self, session_id: str, view_keys: Iterable[str] = ()) -> bool:
         """Whether ``session_id`` and each of ``view_keys`` are counted in
@@ -80,10 +98,7 @@ class OnlineCounter:
         period, if not counted yet. Fires with None; never fails."""
         if self.counted(session_id, view_keys):
             return succeed(None)     # the common case: a poll within the period
-        n = int(self.clock.seconds() // self.period)
-        if n != self._period_n:
-            self._period_n = n
-            self._counted = {}  # a new period: everyone counts again
+        n = self._turn()
         counted = self._counted.get(session_id)
         if counted is None:
             counted = self._counted[session_id] = set()
@@ -99,14 +114,42 @@ class OnlineCounter:
         ``view_keys``) in ``period``: remember it here so that a session that
         moved does not count twice. Returns whether ``period`` is the current
         one (only then is there anything to remember)."""
-        n = int(self.clock.seconds() // self.period)
-        if period is None or period != n:
+        if period is None or period != int(self.clock.seconds() // self.period):
             return False
-        if n != self._period_n:
-            self._period_n = n
-            self._counted = {}
+        self._turn()
         self._counted.setdefault(session_id, set()).update([_ALL, *view_keys])
         return True
+
+    def streams_due(self) -> bool:
+        """Whether this period's pass over the streams is still to be made."""
+        return int(self.clock.seconds() // self.period) != self._streams_n
+
+    def touch_many(self, sessions: Iterable[tuple[str, Iterable[str]]]) -> Deferred:
+        """Count each ``(session id, view keys)`` of ``sessions`` as
+        ``touch`` would, with one ``incr`` of N per figure (N: the sessions
+        not counted in it yet this period) instead of one per session, and
+        mark this period's pass over the streams done. Fires with None;
+        never fails."""
+        n = self._turn()
+        self._streams_n = n
+        counted_now = self._counted
+        tally: dict[object, int] = {}
+        for session_id, view_keys in sessions:
+            counted = counted_now.get(session_id)
+            if counted is None:
+                # the common case at the turn of a period: nothing counted yet
+                counted = counted_now[session_id] = {_ALL, *view_keys}
+                for key in counted:
+                    tally[key] = tally.get(key, 0) + 1
+                continue
+            for key in (_ALL, *view_keys):
+                if key not in counted:
+                    counted.add(key)
+                    tally[key] = tally.get(key, 0) + 1
+        if not tally:
+            return succeed(None)
+        calls = [self._counter(key).incr(many) for key, many in tally.items()]
+        return DeferredList(calls, consumeErrors=True).addCallback(self._logged, n)
 
     def forget(self, session_id: str) -> None:
         """The session is gone: drop what this node remembers of it (its

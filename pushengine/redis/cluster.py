@@ -160,13 +160,14 @@ class RedisRegistry(service.MultiService):
         return run_script(self._send, self._shas.get(name, ""), SCRIPTS[name], keys,
                           args).addErrback(self._failed)
 
-    def _ttl_ms(self) -> int:
-        return max(1, int(self.ttl * 1000))
+    def _ttl_ms(self, ttl: float | None = None) -> int:
+        return max(1, int((self.ttl if ttl is None else ttl) * 1000))
 
-    def write(self, sid: str, record: SessionRecord, take: bool = False) -> Deferred:
+    def write(self, sid: str, record: SessionRecord, take: bool = False,
+              ttl: float | None = None) -> Deferred:
         fields = record.fields()
         fields.pop("owner", None)
-        args: list[RedisArg] = [self.node_id, self._ttl_ms(), "1" if take else "0"]
+        args: list[RedisArg] = [self.node_id, self._ttl_ms(ttl), "1" if take else "0"]
         for name, value in fields.items():
             args += [name, value]
 
@@ -178,8 +179,9 @@ class RedisRegistry(service.MultiService):
             return OK, owner or None
         return self._script("write", [self.key(sid)], args).addCallback(done)
 
-    def refresh(self, sid: str, fields: dict[str, str] | None = None) -> Deferred:
-        args: list[Any] = [self.node_id, self._ttl_ms()]
+    def refresh(self, sid: str, fields: dict[str, str] | None = None,
+                ttl: float | None = None) -> Deferred:
+        args: list[Any] = [self.node_id, self._ttl_ms(ttl)]
         for name, value in (fields or {}).items():
             args += [name, value]
 

@@ -56,3 +56,11 @@ def test_the_end_of_the_authorization_round_trips() -> None:
     for bad in ("soon", "nan"):
         with pytest.raises(BadRecord):
             SessionRecord.parse(dict(record().fields(), until=bad))
+
+
+def test_the_held_mark_round_trips_and_is_absent_otherwise() -> None:
+    held = SessionRecord("node-1", seq=3, period=5, held=True)
+    assert held.fields()["held"] == "1"
+    assert SessionRecord.parse(held.fields()) == held
+    assert "held" not in SessionRecord("node-1").fields()
+    assert not SessionRecord.parse({"v": "1", "owner": "n", "held": "0"}).held

@@ -96,6 +96,27 @@ async def test_entries_expire_and_refresh_renews_them(redis_db, registries, pref
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_held_entry_gets_its_own_ttl_and_keeps_its_mark(redis_db, registries,
+                                                                prefix) -> None:
+    url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{TEST_DB}?prefix={prefix}"
+    a = registries(url, "node-a", ttl=30)
+    await eventually(lambda: a.available)
+    held = record()
+    held.held = True
+    await a.write(SID, held, ttl=3600)
+    key = a.key(SID)
+    assert 3_590_000 < redis_db("PTTL", key) <= 3_600_000
+    assert (await a.lookup(SID)).held
+    redis_db("PEXPIRE", key, 100_000)
+    assert await a.refresh(SID, {"seq": "4"}, 3600) == OK
+    assert 3_590_000 < redis_db("PTTL", key) <= 3_600_000
+    assert await a.refresh(SID, {"held": "0"}) == OK           # the stream ended
+    assert 20_000 < redis_db("PTTL", key) <= 30_000
+    got = await a.lookup(SID)
+    assert not got.held and got.seq == 4
+
+
+@pytest_twisted.ensureDeferred
 async def test_values_come_back_as_they_were(redis_db, registries, prefix) -> None:
     a = registries(f"redis://{REDIS_HOST}:{REDIS_PORT}/{TEST_DB}?prefix={prefix}")
     await eventually(lambda: a.available)

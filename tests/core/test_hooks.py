@@ -37,6 +37,9 @@ class Recorder(SessionHooksBase):
     def polled(self, session: Any) -> None:
         self.heard.append((self, "polled", session))
 
+    def detached(self, session: Any) -> None:
+        self.heard.append((self, "detached", session))
+
     def destroyed(self, session: Any) -> None:
         self.heard.append((self, "destroyed", session))
 
@@ -74,6 +77,7 @@ class HooksTests(SynchronousTestCase):
         hooks.deauthorized(s)
         hooks.changed(s)
         hooks.polled(s)
+        hooks.detached(s)
         hooks.destroyed(s)
         hooks.expired(s)
         self.assertEqual([(h, e) for h, e, *_ in heard],

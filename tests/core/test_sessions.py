@@ -313,3 +313,33 @@ def test_authorize_without_expiry_never_ends():
     engine.sessions.authorize(s, 7, None)        # a token without exp: none
     clock.advance(100)
     assert s.user == 7 and heard == []
+
+
+def test_the_hooks_hear_that_a_stream_ended_and_the_session_lives_on():
+    from pushengine.core.hooks import Hooks, SessionHooksBase
+    detached = []
+
+    class Ear(SessionHooksBase):
+        def detached(self, session):
+            detached.append(session.id)
+
+    class Stream:
+        holds_session = True
+
+        def notify(self, session):
+            pass
+
+        def close(self):
+            pass
+    engine, clock = make_engine(HOME, hooks=Hooks([Ear()]))
+    sessions = engine.sessions
+    s, t = sessions.create(), sessions.create()
+    stream = Stream()
+    sessions.attach(s, stream)
+    sessions.detach(s, stream)                  # the client went away
+    sessions.attach(s, Stream())
+    sessions.attach(s, Stream())                # replaced by another stream
+    assert detached == [s.id, s.id]
+    get_events(sessions, t)                     # a poll is no stream
+    sessions.destroy(s)                         # destroyed: ``destroyed`` says it
+    assert detached == [s.id, s.id]
