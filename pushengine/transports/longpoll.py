@@ -21,25 +21,30 @@ from __future__ import annotations
 from functools import partial
 
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 
 from pushengine.core.events import RawUTF8
 from pushengine.core.log import EMPTY
 from pushengine.core.sessions import Session, SessionManager
+from pushengine.transports.timeouts import RESOLUTION, TimerWheel
 
 
 class ParkedPoll:
-    """A parked ``get_events``: the session's delivery until it answers, once."""
+    """A parked ``get_events``: the session's delivery until it answers, once.
 
-    __slots__ = ("poller", "deferred", "timer", "acking")
+    Its timeout is an entry of the poller's timer wheel (``bucket``: where,
+    None once out of it), not a reactor timer of its own."""
+
+    __slots__ = ("poller", "session", "deferred", "bucket", "acking")
     holds_session = False
 
-    def __init__(self, poller: "LongPolling", deferred: Deferred[RawUTF8],
-                 acking: bool) -> None:
+    def __init__(self, poller: "LongPolling", session: Session,
+                 deferred: Deferred[RawUTF8], acking: bool) -> None:
         self.poller = poller
+        self.session = session
         self.deferred = deferred
         self.acking = acking
-        self.timer: IDelayedCall | None = None
+        self.bucket: int | None = None
 
     def notify(self, session: Session) -> None:
         """Events came: answer them."""
@@ -48,23 +53,21 @@ class ParkedPoll:
 
     def close(self) -> None:
         """Replaced by another delivery, or the session ended: ``[]``."""
-        self._stop_timer()
+        self.poller.unpark(self)
         self.deferred.callback(EMPTY)
-
-    def _stop_timer(self) -> None:
-        timer = self.timer
-        if timer is not None:
-            self.timer = None
-            if timer.active():
-                timer.cancel()
 
 
 class LongPolling:
-    """The long-polls of one node's sessions; timeouts on ``clock``."""
+    """The long-polls of one node's sessions; their timeouts on one timer
+    wheel on ``clock`` (``transports.timeouts``): a poll times out at its
+    timeout rounded up to the wheel's next edge, at most ``resolution``
+    seconds late, never early."""
 
-    def __init__(self, sessions: SessionManager, clock: IReactorTime) -> None:
+    def __init__(self, sessions: SessionManager, clock: IReactorTime,
+                 resolution: float = RESOLUTION) -> None:
         self.sessions = sessions
         self.clock = clock
+        self.wheel: TimerWheel[ParkedPoll] = TimerWheel(clock, self._timed_out, resolution)
 
     def get_events(self, session: Session, timeout: float,
                    ack: int | None) -> Deferred[RawUTF8] | RawUTF8:
@@ -83,19 +86,28 @@ class LongPolling:
             return sessions.take(session, ack is not None)
         # the canceller holds the session, not the poll: no reference cycle
         # for the collector to find after every answer
-        poll = ParkedPoll(self, Deferred(partial(self._cancelled, session)), ack is not None)
-        poll.timer = self.clock.callLater(timeout, self._timed_out, session, poll)
+        poll = ParkedPoll(self, session, Deferred(partial(self._cancelled, session)),
+                          ack is not None)
+        poll.bucket = self.wheel.add(poll, timeout)
         sessions.attach(session, poll)
         return poll.deferred
 
     def answer(self, session: Session, poll: ParkedPoll) -> None:
         """Answer a parked poll with what waits (events came, or its time is up)."""
         self.sessions.detach(session, poll)
-        poll._stop_timer()
+        self.unpark(poll)
         poll.deferred.callback(self.sessions.take(session, poll.acking))
 
-    def _timed_out(self, session: Session, poll: ParkedPoll) -> None:
-        poll.timer = None
+    def unpark(self, poll: ParkedPoll) -> None:
+        """Take the poll's timeout out of the wheel (answered, or given up)."""
+        bucket = poll.bucket
+        if bucket is not None:
+            poll.bucket = None
+            self.wheel.remove(poll, bucket)
+
+    def _timed_out(self, poll: ParkedPoll) -> None:
+        poll.bucket = None
+        session = poll.session
         if session.delivery is poll:
             self.answer(session, poll)
 
@@ -105,4 +117,4 @@ class LongPolling:
         if not isinstance(poll, ParkedPoll) or poll.deferred is not deferred:
             return
         self.sessions.detach(session, poll)
-        poll._stop_timer()
+        self.unpark(poll)
