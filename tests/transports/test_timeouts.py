@@ -2,6 +2,7 @@
 long-polling on it (transports/longpoll.py), on a Clock."""
 from __future__ import annotations
 
+import gc
 import json
 
 from hypothesis import given, settings, strategies as st
@@ -291,3 +292,27 @@ def test_an_answered_or_cancelled_poll_leaves_the_wheel():
     assert first.result == b"[]" and len(poller.wheel) == 1
     clock.advance(30)
     assert second.result == b"[]" and len(poller.wheel) == 0
+
+
+def test_a_parked_poll_is_one_object_and_leaves_no_cycle():
+    """The session's delivery is the Deferred the caller gets (no second
+    object, no canceller closure per poll), and parking, answering,
+    replacing, timing out and cancelling leave nothing for the collector."""
+    engine, clock, poller = node()
+    sessions = [engine.sessions.create() for _ in range(50)]
+    gc.collect()
+    gc.disable()
+    try:
+        for s in sessions:
+            d = poller.get_events(s, 30, None)
+            assert s.delivery is d
+            poller.get_events(s, 30, None)          # replaces it: []
+        for s in sessions[:25]:
+            d = s.delivery
+            d.cancel()
+            d.addErrback(lambda f: f.trap(CancelledError))
+        clock.advance(31)                           # the others time out
+        del d
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
