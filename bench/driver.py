@@ -9,6 +9,8 @@
     python bench/driver.py --only fanout        # a group: held, answers, fanout, users, amqp
     python bench/driver.py --only held --sessions 10000
     python bench/driver.py --profile            # the engine under py-spy (scenarios 2, 3)
+    python bench/driver.py --suite longpoll-targets --only fanout --targets pushengine \
+        --server-cpus 0 --loadgen-cpus 0 --spy  # a slowed engine, profiled: see below
 
 For every run it starts the server afresh (``twistd -n pushengine`` with a
 temporary log, nginx+nchan from ``bench/nchan.py``, or Socket.IO on Node from
@@ -20,6 +22,16 @@ a row. At the end it prints each pushengine figure with its ratio to each
 peer's, the deliveries per second at saturation of every server, and the
 targets with what each reached, then writes ``bench/results/<time>.json``
 (and ``latest.json``); ``bench/plot.py`` draws them.
+
+``--server-cpus`` and ``--loadgen-cpus`` pin the server (every process and
+thread of it) and the load generator (its processes inherit it) to CPU lists
+in taskset's form ("0", "0,2", "1-3"): the engine put on a core that the
+load generator shares runs as on a slower machine, where fan-out falls
+behind (×6.05 of nchan's p99 on one machine, ×1.30 on a faster one).
+``--spy`` runs ``py-spy record`` on the engine during each run's measured
+window (publishing; the answers of an answers run; the wait of a held run)
+and prints its hottest functions; the speedscope file goes to
+``bench/results/profile-<time>/``.
 
 Ratios are pushengine / peer: below 1 is better for memory, latency and CPU,
 above 1 is better for answers and deliveries per second. A run where a
@@ -72,6 +84,35 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def cpu_list(text: str) -> set[int]:
+    """taskset's CPU list form: "0", "0,2", "1-3", "0-1,3" (empty: none)."""
+    cpus: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ValueError(f"not a CPU list: {text!r}")
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first:
+            raise ValueError(f"not a CPU list: {text!r}")
+        cpus.update(range(first, last + 1))
+    return cpus
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Put every thread of process ``pid`` on ``cpus`` (taskset -a -p)."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:
+            pass                         # a thread that ended meanwhile
 
 
 def engine_env() -> dict[str, str]:
@@ -444,7 +485,7 @@ class Sampler(threading.Thread):
 
 
 class Profiler:
-    """py-spy attached to the engine while the publisher runs."""
+    """py-spy attached to the engine during a run's measured window."""
 
     def __init__(self, pid: int, path: str, seconds: float) -> None:
         self.pid, self.path, self.seconds = pid, path, seconds
@@ -491,12 +532,27 @@ def exit_on_signal(signum, frame) -> None:
 LOADGEN = os.path.join(HERE, "loadgen.py")
 
 
+def spy_window(run: Run) -> tuple[str, float]:
+    """The loadgen phase that starts a run's measured window, and its length."""
+    if run.group == "answers":
+        return "connected", run.duration
+    if run.group == "held":
+        return "set_up", run.timeout + 2
+    return "publish_start", run.duration
+
+
 def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None,
-            loadgen: str = LOADGEN, server=None) -> dict[str, Any]:
+            loadgen: str = LOADGEN, server=None, server_cpus: str = "",
+            loadgen_cpus: str = "", spy: bool = False) -> dict[str, Any]:
     """One run: its server started fresh, sampled while ``loadgen`` (this
     checkout's, or another version's to compare) makes the load. ``server``:
     a server not started yet, instead of the run's own (``url``, ``start``,
-    ``stop``, ``pids``, ``metrics``: bench/cores.py's cluster)."""
+    ``stop``, ``pids``, ``metrics``: bench/cores.py's cluster).
+    ``server_cpus``, ``loadgen_cpus``: CPU lists to pin each to (``cpu_list``);
+    ``spy``: py-spy on the engine during the measured window (``spy_window``),
+    its file in ``profile_dir``."""
+    server_set = cpu_list(server_cpus)
+    loadgen_set = cpu_list(loadgen_cpus)
     amqp = amqp_names() if run.group == "amqp" and server is None else None
     if server is None:
         server = make_server(run, amqp)
@@ -508,6 +564,9 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None,
         if amqp:
             amqp_cleanup(*amqp)
         raise
+    if server_set:
+        for pid in server.pids():
+            pin(pid, server_set)
     sampler = Sampler(server, metrics_every=1.0 if run.group == "held" else 0.0)
     result: dict[str, Any] = {"name": run.name, "group": run.group, "target": run.target,
                               "transport": run.transport, "loadgen_path": loadgen,
@@ -515,7 +574,15 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None,
                               "batch": run.batch, "note": run.note,
                               # the machine is shared: how busy it was around the run
                               "loadavg_before": os.getloadavg()[0]}
+    if server_set:
+        # as the kernel has it, not as asked
+        result["server_cpus"] = sorted(set().union(
+            *(os.sched_getaffinity(pid) for pid in server.pids())))
+    if loadgen_set:
+        result["loadgen_cpus"] = sorted(loadgen_set)
     profiler: Profiler | None = None
+    spying = (spy or run.profile) and profile_dir is not None and run.target == PUSHENGINE
+    spy_phase, spy_seconds = spy_window(run) if spy else ("publish_start", run.duration)
     pause = 0.2 if run.fast else 1.0
     try:
         time.sleep(pause)
@@ -529,16 +596,20 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None,
             if amqp:
                 cmd += ["--amqp", AMQP_URL, "--exchange", amqp[0]]
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL if quiet else None, text=True)
+                                    stderr=subprocess.DEVNULL if quiet else None, text=True,
+                                    # its worker processes inherit the pinning
+                                    preexec_fn=(lambda: os.sched_setaffinity(0, loadgen_set))
+                                    if loadgen_set else None)
             sampler.client_pid = proc.pid
             LIVE.append(proc)
             for line in proc.stdout:
                 if line.startswith("PHASE"):
                     sampler.snap_metrics()   # the figures at each phase boundary
-                if line.startswith("PHASE publish_start") and run.profile and profile_dir:
+                if spying and profiler is None and line.startswith(f"PHASE {spy_phase} "):
+                    assert profile_dir is not None
                     safe = run.name.replace("/s", "ps").replace("/", "-")
                     path = os.path.join(profile_dir, f"{safe}.speedscope.json")
-                    profiler = Profiler(server.pids()[0], path, run.duration)
+                    profiler = Profiler(server.pids()[0], path, max(1.0, spy_seconds))
                     profiler.start()
             proc.wait()
             LIVE.remove(proc)
@@ -1017,6 +1088,12 @@ def main() -> None:
     p.add_argument("--sessions", type=int, default=0, help="only runs with this many sessions")
     p.add_argument("--profile", action="store_true",
                    help="run the profile scenarios with py-spy attached to the engine")
+    p.add_argument("--server-cpus", default="",
+                   help="pin the server to these CPUs (taskset's list form: 0, 0-1, 0,2)")
+    p.add_argument("--loadgen-cpus", default="",
+                   help="pin the load generator to these CPUs")
+    p.add_argument("--spy", action="store_true",
+                   help="run py-spy record on the engine during each run's measured window")
     p.add_argument("--out", default="", help="results file (default bench/results/<time>.json)")
     p.add_argument("--quiet", action="store_true", help="no live line from the loadgen")
     p.add_argument("--loadgen", default=LOADGEN,
@@ -1025,6 +1102,10 @@ def main() -> None:
                    help="put these runs into an earlier results file (replacing runs of "
                         "the same name and server) instead of a new one")
     a = p.parse_args()
+    try:
+        cpu_list(a.server_cpus), cpu_list(a.loadgen_cpus)
+    except ValueError as e:
+        p.error(str(e))
     raise_nofile()
     # Ctrl-C or a kill: every server and loadgen of the run is stopped on the way out
     signal.signal(signal.SIGTERM, exit_on_signal)
@@ -1038,7 +1119,7 @@ def main() -> None:
     os.makedirs(RESULTS, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = a.out or os.path.join(RESULTS, f"{stamp}{'-profile' if a.profile else ''}.json")
-    profile_dir = os.path.join(RESULTS, f"profile-{stamp}") if a.profile else None
+    profile_dir = os.path.join(RESULTS, f"profile-{stamp}") if a.profile or a.spy else None
     if profile_dir:
         os.makedirs(profile_dir, exist_ok=True)
 
@@ -1073,7 +1154,8 @@ def main() -> None:
         print(f"== {run.target} {run.name}" + (f" ({run.note})" if run.note else ""),
               file=sys.stderr, flush=True)
         try:
-            r = run_one(run, quiet=a.quiet, profile_dir=profile_dir, loadgen=a.loadgen)
+            r = run_one(run, quiet=a.quiet, profile_dir=profile_dir, loadgen=a.loadgen,
+                        server_cpus=a.server_cpus, loadgen_cpus=a.loadgen_cpus, spy=a.spy)
         except Exception as e:  # a failed run is a row, not the end of the suite
             r = {"name": run.name, "group": run.group, "target": run.target,
                  "transport": run.transport,

@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -87,22 +88,50 @@ def without_timers(clock) -> None:
     clock.callLater = lambda delay, f, *a, **kw: _Timer()
 
 
+def on_a_reactor_heap(clock) -> Any:
+    """Timers on a reactor's own heap (``callLater``, ``reset``, ``cancel``,
+    and ``runUntilCurrent`` at each turn, as in a running node), its time
+    set by hand: what a timer per parked poll costs shows. Answers the
+    reactor (``advance(seconds)`` runs what is due)."""
+    from twisted.internet.selectreactor import SelectReactor
+
+    class HandReactor(SelectReactor):
+        now = clock.seconds()
+
+        def seconds(self) -> float:  # type: ignore[override]
+            return self.now
+
+        def advance(self, dt: float) -> None:
+            self.now += dt
+            self.runUntilCurrent()
+
+    reactor = HandReactor()
+    clock.callLater = reactor.callLater
+    clock.seconds = reactor.seconds
+    return reactor
+
+
 def request(body: dict) -> bytes:
     raw = json.dumps(body).encode()
     return (b"POST /api/jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(raw), raw))
 
 
-def measure_woken(front: str, polls: int, changes: int = 5) -> tuple[float, float]:
+def measure_woken(front: str, polls: int, changes: int = 5,
+                  heap: bool = False) -> tuple[float, float]:
     """CPU per answer of parked polls woken by one change, and per poll
     parked: ``polls`` keep-alive connections, each with a session on one
     shared view and a ``get_events`` parked; each change answers them all,
-    then they park again. A long-polling session costs both per change."""
+    then they park again. A long-polling session costs both per change.
+    ``heap``: the timers on a reactor's heap (``on_a_reactor_heap``), each
+    reactor turn's due timers run and timed with the parking."""
     from pushengine.core.changes import Change
     node = ClockNode("--http", front, "--client-rate", "0", "--max-client-sessions", "0",
                      "--max-client-connections", "0",
                      "--max-sessions", "0")
-    without_timers(node.clock)
+    reactor = on_a_reactor_heap(node.clock) if heap else None
+    if reactor is None:
+        without_timers(node.clock)
     factory = node.http_factory()
     conns = []
     for i in range(polls):
@@ -125,6 +154,8 @@ def measure_woken(front: str, polls: int, changes: int = 5) -> tuple[float, floa
         start = time.process_time()
         for (protocol, transport, sid), data in zip(conns, polls_in):
             protocol.dataReceived(data)
+        if reactor is not None:
+            reactor.advance(0.001)     # the turn ends: the reactor's timers
         parking += time.process_time() - start
         for protocol, transport, sid in conns:
             assert not transport.value(), transport.value()[:200]
@@ -133,6 +164,8 @@ def measure_woken(front: str, polls: int, changes: int = 5) -> tuple[float, floa
             "created_at": "2030-01-01T00:00:00Z", "n": n})
         start = time.process_time()
         node.engine.apply_changes([change])
+        if reactor is not None:
+            reactor.advance(0.001)
         spent += time.process_time() - start
         for protocol, transport, sid in conns:
             assert transport.value().count(b"HTTP/1.1 200") == 1, transport.value()[:300]
@@ -145,6 +178,9 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=20_000)
     p.add_argument("--polls", type=int, default=2_000,
                    help="parked polls woken by each change (the woken figure)")
+    p.add_argument("--heap", action="store_true",
+                   help="the woken and parked figures with timers on a reactor's heap "
+                        "(as in a node), not timers that cost nothing")
     a = p.parse_args()
     tune_gc()      # the collector's settings of a running node (twistd pushengine)
     costs = {front: measure(front, a.requests) for front in ("twisted", "fast")}
@@ -152,7 +188,9 @@ def main() -> None:
         print(f"--http {front:8}: {cost * 1e6:7.1f} µs CPU per answer, "
               f"{1 / cost:9,.0f} answers per CPU-second")
     print(f"fast / twisted: ×{costs['twisted'] / costs['fast']:.1f}")
-    woken = {front: measure_woken(front, a.polls) for front in ("twisted", "fast")}
+    woken = {front: measure_woken(front, a.polls, heap=a.heap) for front in ("twisted", "fast")}
+    if a.heap:
+        print("(timers on a reactor's heap)")
     for front, (cost, park) in woken.items():
         print(f"--http {front:8}: {cost * 1e6:7.1f} µs CPU per woken poll's answer "
               f"({a.polls:,} polls woken by one change), {park * 1e6:5.1f} µs per poll "

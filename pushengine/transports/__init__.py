@@ -8,7 +8,8 @@ when replaced):
 - ``longpoll``: ``session.get_events`` over ``POST /api/jsonrpc``: a poll
   answers what waits, or parks as the session's delivery until events come
   or its timeout passes (the API reaches it as ``core.interfaces.Poller``;
-  the HTTP side is ``web.app``);
+  the HTTP side is ``web.app``); ``timeouts``: the parked polls' timeouts,
+  one timer wheel;
 - ``sse``: Server-Sent Events, ``GET /api/events``;
 - ``websocket``: JSON-RPC both ways, ``GET /api/ws``.
 

@@ -3,7 +3,10 @@
 A poll answers at once when events wait (or its timeout is 0); otherwise it
 parks: a ``ParkedPoll`` is attached to the session as its delivery until
 events come (the session's ``flush`` notifies it), its timeout passes (it
-answers what waits, often ``[]``), another delivery replaces it (``[]``), or
+answers what waits, often ``[]``; the timeout is rounded up to the next
+quarter second of the clock: ``timeouts.TimerWheel``, one timer for every
+parked poll instead of a reactor timer each), another delivery replaces it
+(``[]``), or
 the client goes away (the HTTP side cancels the answer's Deferred: the
 waiter is dropped, and the session may expire from then on).
 
@@ -18,28 +21,34 @@ The API layer reaches this through ``pushengine.core.interfaces.Poller``;
 """
 from __future__ import annotations
 
-from functools import partial
-
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 
 from pushengine.core.events import RawUTF8
 from pushengine.core.log import EMPTY
 from pushengine.core.sessions import Session, SessionManager
+from pushengine.transports.timeouts import RESOLUTION, TimerWheel
 
 
-class ParkedPoll:
-    """A parked ``get_events``: the session's delivery until it answers, once."""
+class ParkedPoll(Deferred[RawUTF8]):
+    """A parked ``get_events``: the session's delivery until it answers,
+    once, and the Deferred of its answer (one object per poll, no closure:
+    its canceller is the poller's).
 
-    __slots__ = ("poller", "deferred", "timer", "acking")
+    Its timeout is an entry of the poller's timer wheel (``bucket``: where,
+    None once out of it), not a reactor timer of its own. It holds its
+    session, and the session holds it only while it is attached: no
+    reference cycle outlives the poll."""
+
+    __slots__ = ("poller", "session", "bucket", "acking")
     holds_session = False
 
-    def __init__(self, poller: "LongPolling", deferred: Deferred[RawUTF8],
-                 acking: bool) -> None:
+    def __init__(self, poller: "LongPolling", session: Session, acking: bool) -> None:
+        Deferred.__init__(self, poller.canceller)
         self.poller = poller
-        self.deferred = deferred
+        self.session = session
         self.acking = acking
-        self.timer: IDelayedCall | None = None
+        self.bucket: int | None = None
 
     def notify(self, session: Session) -> None:
         """Events came: answer them."""
@@ -48,23 +57,23 @@ class ParkedPoll:
 
     def close(self) -> None:
         """Replaced by another delivery, or the session ended: ``[]``."""
-        self._stop_timer()
-        self.deferred.callback(EMPTY)
-
-    def _stop_timer(self) -> None:
-        timer = self.timer
-        if timer is not None:
-            self.timer = None
-            if timer.active():
-                timer.cancel()
+        self.poller.unpark(self)
+        self.callback(EMPTY)
 
 
 class LongPolling:
-    """The long-polls of one node's sessions; timeouts on ``clock``."""
+    """The long-polls of one node's sessions; their timeouts on one timer
+    wheel on ``clock`` (``transports.timeouts``): a poll times out at its
+    timeout rounded up to the wheel's next edge, at most ``resolution``
+    seconds late, never early."""
 
-    def __init__(self, sessions: SessionManager, clock: IReactorTime) -> None:
+    def __init__(self, sessions: SessionManager, clock: IReactorTime,
+                 resolution: float = RESOLUTION) -> None:
         self.sessions = sessions
         self.clock = clock
+        self.wheel: TimerWheel[ParkedPoll] = TimerWheel(clock, self._timed_out, resolution)
+        # one bound method for every poll's Deferred, made once
+        self.canceller = self._cancelled
 
     def get_events(self, session: Session, timeout: float,
                    ack: int | None) -> Deferred[RawUTF8] | RawUTF8:
@@ -81,28 +90,36 @@ class LongPolling:
         if log.pending or timeout <= 0:
             sessions.keep_alive(session)
             return sessions.take(session, ack is not None)
-        # the canceller holds the session, not the poll: no reference cycle
-        # for the collector to find after every answer
-        poll = ParkedPoll(self, Deferred(partial(self._cancelled, session)), ack is not None)
-        poll.timer = self.clock.callLater(timeout, self._timed_out, session, poll)
+        poll = ParkedPoll(self, session, ack is not None)
+        poll.bucket = self.wheel.add(poll, timeout)
         sessions.attach(session, poll)
-        return poll.deferred
+        return poll
 
     def answer(self, session: Session, poll: ParkedPoll) -> None:
         """Answer a parked poll with what waits (events came, or its time is up)."""
         self.sessions.detach(session, poll)
-        poll._stop_timer()
-        poll.deferred.callback(self.sessions.take(session, poll.acking))
+        self.unpark(poll)
+        poll.callback(self.sessions.take(session, poll.acking))
 
-    def _timed_out(self, session: Session, poll: ParkedPoll) -> None:
-        poll.timer = None
+    def unpark(self, poll: ParkedPoll) -> None:
+        """Take the poll's timeout out of the wheel (answered, or given up)."""
+        bucket = poll.bucket
+        if bucket is not None:
+            poll.bucket = None
+            self.wheel.remove(poll, bucket)
+
+    def _timed_out(self, poll: ParkedPoll) -> None:
+        poll.bucket = None
+        session = poll.session
         if session.delivery is poll:
             self.answer(session, poll)
 
-    def _cancelled(self, session: Session, deferred: Deferred[RawUTF8]) -> None:
+    def _cancelled(self, deferred: Deferred[RawUTF8]) -> None:
         """The client went away mid-poll: drop its waiter."""
-        poll = session.delivery
-        if not isinstance(poll, ParkedPoll) or poll.deferred is not deferred:
+        if not isinstance(deferred, ParkedPoll):
             return
-        self.sessions.detach(session, poll)
-        poll._stop_timer()
+        session = deferred.session
+        if session.delivery is not deferred:
+            return
+        self.sessions.detach(session, deferred)
+        self.unpark(deferred)

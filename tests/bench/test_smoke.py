@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -667,3 +668,39 @@ def test_the_scale_targets_hold_every_stream_run_to_the_peers():
     assert [r["verdict"] for r in driver.hold_targets(results, ws_1k)] == ["missed"]
     results[0]["loadgen"]["latency"]["p99"] = 0.149
     assert [r["verdict"] for r in driver.hold_targets(results, ws_1k)] == ["met"]
+
+
+def test_cpu_lists_in_tasksets_form():
+    assert driver.cpu_list("") == set()
+    assert driver.cpu_list("0") == {0}
+    assert driver.cpu_list("0,2") == {0, 2}
+    assert driver.cpu_list("1-3") == {1, 2, 3}
+    assert driver.cpu_list("0-1, 3") == {0, 1, 3}
+    for bad in ("a", "3-1", "1-", "-1", "0;1"):
+        with pytest.raises(ValueError):
+            driver.cpu_list(bad)
+
+
+def test_the_measured_window_of_each_group():
+    runs = {r.group: r for r in scenarios.suite("smoke") if r.target == scenarios.PUSHENGINE}
+    assert driver.spy_window(runs["answers"]) == ("connected", runs["answers"].duration)
+    assert driver.spy_window(runs["fanout"]) == ("publish_start", runs["fanout"].duration)
+    assert driver.spy_window(runs["held"])[0] == "set_up"
+
+
+def test_engine_pinned_with_the_loadgen_and_profiled(tmp_path):
+    """--server-cpus, --loadgen-cpus and --spy: the engine and the load
+    generator on one core, py-spy on the engine while it answers."""
+    if not (shutil.which("py-spy", path=os.path.dirname(sys.executable))
+            or shutil.which("py-spy")):
+        unavailable("py-spy is not installed (the bench extra)")
+    cpu = min(os.sched_getaffinity(0))
+    r = driver.run_one(SMOKE[("answers", "pushengine", "longpoll")], quiet=True,
+                       profile_dir=str(tmp_path), server_cpus=str(cpu),
+                       loadgen_cpus=str(cpu), spy=True)
+    assert "error" not in r, r
+    assert r["server_cpus"] == [cpu] and r["loadgen_cpus"] == [cpu]
+    assert r["loadgen"]["answers"] > 0
+    assert r["profile"] and os.path.exists(r["profile"])
+    top = driver.top_functions(r["profile"])
+    assert top["self"], top
