@@ -55,6 +55,10 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
     ("feed", "redeliveries_dropped"): (COUNTER, None, "Messages the broker delivered again after "
                                                       "a lost connection whose id this node had "
                                                       "applied already, dropped"),
+    ("feed", "batches"): (COUNTER, None, "Batches of AMQP messages applied together (the "
+                                         "messages of one read from the broker)"),
+    ("feed", "acks"): (COUNTER, None, "basic.ack frames sent for consumed AMQP messages (one "
+                                      "per batch, multiple)"),
     ("feed", "bindings"): (GAUGE, "pushengine_feed_bindings",
                            "Routing keys the node's queue is bound to (interest mode)"),
     ("feed", "binding_keys_wanted"): (GAUGE, "pushengine_feed_binding_keys_wanted",
