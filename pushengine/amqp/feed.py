@@ -148,8 +148,8 @@ class AmqpFeed:
                  bindings: Bindings | None = None) -> None:
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be {' or '.join(ROUTINGS)}, not {routing!r}")
-        if prefetch < 1:
-            raise ValueError("prefetch must be at least 1")
+        if not 1 <= prefetch <= 65535:
+            raise ValueError("prefetch must be 1 to 65535 (basic.qos takes a short)")
         if queue_ttl <= 0:
             raise ValueError("queue_ttl must be positive")
         self.reactor = reactor

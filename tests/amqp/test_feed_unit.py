@@ -361,6 +361,8 @@ def test_argument_checks():
     with pytest.raises(ValueError):
         AmqpFeed(MemoryReactorClock(), "amqp://h/", prefetch=0)
     with pytest.raises(ValueError):
+        AmqpFeed(MemoryReactorClock(), "amqp://h/", prefetch=65536)
+    with pytest.raises(ValueError):
         AmqpFeed(MemoryReactorClock(), "http://h/")
 
 
