@@ -23,6 +23,7 @@ DELIVER_METHOD = 60
 DELIVER_PREFIX = struct.pack("!HH", BASIC_CLASS, DELIVER_METHOD)
 
 _u8 = struct.Struct("!B")
+_u32 = struct.Struct("!I")
 _u64 = struct.Struct("!Q")
 _header_head = struct.Struct("!HHQH")
 _ack_frame = struct.Struct("!BHIHHQBB")
@@ -39,9 +40,12 @@ PROPERTIES = (
     ("timestamp", "timestamp"), ("type", "shortstr"), ("user-id", "shortstr"),
     ("app-id", "shortstr"), ("cluster-id", "shortstr"),
 )
-_MESSAGE_ID = 8
-_HEADERS = 2
-_TIMESTAMP = 9
+# what to do with each property present, in flag order: skip a short
+# string, skip an octet, or keep the headers, the message id, the timestamp
+_SHORTSTR, _OCTET, _HEADERS, _MESSAGE_ID, _TIMESTAMP = range(5)
+_KEPT = {"headers": _HEADERS, "message-id": _MESSAGE_ID, "timestamp": _TIMESTAMP}
+_KINDS = tuple(_KEPT.get(name, _SHORTSTR if kind == "shortstr" else _OCTET)
+               for name, kind in PROPERTIES)
 
 
 class Delivery:
@@ -82,29 +86,71 @@ def read_header(payload: bytes, delivery: Delivery) -> int:
     """Fill ``delivery`` from a content header payload; answer the body size.
 
     Properties are read in flag order; only the message id, the headers
-    table and the timestamp are kept.
+    table and the timestamp are kept.  Short strings and octets are skipped
+    by their length; a headers table of short text values (what this
+    package's publishers send) is read inline, any other by the codec.
     """
     if len(payload) < 14:
         raise FrameError("content header shorter than its fixed part")
     _class_id, _weight, body_size, flags = _header_head.unpack_from(payload, 0)
     if flags & 1:
         raise FrameError("more than one word of property flags in a basic header")
-    if not flags & 0xFFFE:
-        return int(body_size)
-    reader = Reader(payload, 14)
-    for index, (_name, kind) in enumerate(PROPERTIES):
-        if not flags & (0x8000 >> index):
-            continue
-        value = getattr(reader, kind)()
-        if index == _MESSAGE_ID:
-            delivery.message_id = value if isinstance(value, str) else None
-        elif index == _HEADERS:
-            delivery.headers = value
-        elif index == _TIMESTAMP:
-            delivery.timestamp = value
-    if reader.pos > len(payload):
+    pos = 14
+    bit = 0x8000
+    for kind in _KINDS:
+        if not flags & ((bit << 1) - 1):
+            break                   # no property left
+        if flags & bit:
+            if kind == _SHORTSTR:
+                pos += 1 + payload[pos]
+            elif kind == _OCTET:
+                pos += 1
+            elif kind == _MESSAGE_ID:
+                end = pos + 1 + payload[pos]
+                raw = payload[pos + 1:end]
+                try:
+                    delivery.message_id = raw.decode("utf-8") or None
+                except UnicodeDecodeError:
+                    delivery.message_id = None
+                pos = end
+            elif kind == _TIMESTAMP:
+                delivery.timestamp, = _u64.unpack_from(payload, pos)
+                pos += 8
+            else:
+                size, = _u32.unpack_from(payload, pos)
+                end = pos + 4 + size
+                if end > len(payload):
+                    raise FrameError("headers table runs past the end of its frame")
+                headers = _text_table(payload, pos + 4, end)
+                if headers is None:
+                    reader = Reader(payload, pos)
+                    headers = reader.table()
+                delivery.headers = headers
+                pos = end
+        bit >>= 1
+    if pos > len(payload):
         raise FrameError("content header runs past the end of its frame")
     return int(body_size)
+
+
+def _text_table(payload: bytes, pos: int, end: int) -> dict[str, Any] | None:
+    """A field table whose values are all ``S`` strings, or None for any
+    other (the codec reads those)."""
+    table: dict[str, Any] = {}
+    while pos < end:
+        key_end = pos + 1 + payload[pos]
+        if key_end + 5 > end or payload[key_end] != 0x53:      # b"S"
+            return None
+        key = payload[pos + 1:key_end]
+        size, = _u32.unpack_from(payload, key_end + 1)
+        pos = key_end + 5 + size
+        if pos > end:
+            return None
+        try:
+            table[key.decode("utf-8")] = payload[key_end + 5:pos].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return table if pos == end else None
 
 
 def ack_frame(channel: int, delivery_tag: int, multiple: bool) -> bytes:
