@@ -43,6 +43,7 @@ from pushengine.amqp.delivery import (
 from pushengine.amqp.spec import load_spec
 
 log = Logger()
+_frame_head = struct.Struct("!BHI")
 
 NOT_FOUND = 404
 PRECONDITION_FAILED = 406
@@ -205,16 +206,15 @@ class FeedClient(AMQClient):
         touched: list[Consumer] = []
         try:
             while end - pos >= 8:
-                size = int.from_bytes(buf[pos + 3:pos + 7], "big")
+                frame_type, channel_id, size = _frame_head.unpack_from(buf, pos)
                 stop = pos + 8 + size
                 if stop > end:
                     break
                 if consumers:
-                    channel_id = int.from_bytes(buf[pos + 1:pos + 3], "big")
                     incoming = lean.get(channel_id) if lean else None
                     if incoming is not None or (
-                            buf[pos] == FRAME_METHOD
-                            and buf[pos + 7:pos + 11] == DELIVER_PREFIX):
+                            frame_type == FRAME_METHOD
+                            and buf.startswith(DELIVER_PREFIX, pos + 7)):
                         if buf[stop - 1] != FRAME_END:
                             raise FrameError("frame does not end with the frame-end octet")
                         if incoming is None:
@@ -227,7 +227,6 @@ class FeedClient(AMQClient):
                                     consumer, Delivery(delivery_tag, redelivered))
                                 continue
                         else:
-                            frame_type = buf[pos]
                             payload = buf[pos + 7:stop - 1]
                             pos = stop
                             if incoming.add(frame_type, payload):

@@ -38,8 +38,8 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
                                              "ASCII digits of bounded length (ignored)"),
     ("feed", "malformed_changes"): (COUNTER, None, "Changes dropped as malformed from AMQP "
                                                    "messages"),
-    ("feed", "sink_errors"): (COUNTER, None, "AMQP messages whose changes the engine failed to "
-                                             "apply"),
+    ("feed", "sink_errors"): (COUNTER, None, "Batches of AMQP messages whose changes the "
+                                             "engine failed to apply"),
     ("feed", "reconnects"): (COUNTER, None, "Connections to RabbitMQ made again after one was "
                                             "lost"),
     ("feed", "connect_failures"): (COUNTER, None, "Attempts to connect to RabbitMQ that failed"),
