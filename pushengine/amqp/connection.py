@@ -39,7 +39,8 @@ from zope.interface import implementer
 from pushengine import __version__
 from pushengine.amqp.codec import FrameError, decode_frame, encode_frame
 from pushengine.amqp.delivery import (
-    DELIVER_PREFIX, FRAME_END, FRAME_METHOD, Delivery, Incoming, ack_frame, read_deliver)
+    DELIVER_PREFIX, FRAME_END, FRAME_METHOD, Delivery, Incoming, ack_frame, as_delivery,
+    read_deliver)
 from pushengine.amqp.spec import load_spec
 
 log = Logger()
@@ -103,6 +104,13 @@ class FeedDelegate(TwistedDelegate):
                                locale=self.client.locale)
 
     def basic_deliver(self, ch, msg):
+        consumer = self.client.consumers.get(msg.consumer_tag)
+        if consumer is not None:
+            # a delivery that took txamqp's path (the lean one reads them
+            # itself): a batch of one
+            consumer.deliver(as_delivery(msg))
+            consumer.deliveries_done()
+            return None
         queue = self.client.queues.get(msg.consumer_tag)
         if queue is None:
             return super().basic_deliver(ch, msg)

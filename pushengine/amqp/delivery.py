@@ -69,6 +69,22 @@ class Delivery:
                 f"message_id={self.message_id!r}, {len(self.body)} bytes)")
 
 
+def as_delivery(message: Any) -> Delivery:
+    """A ``Delivery`` from a message as txamqp gives it (``delivery_tag``,
+    ``redelivered``, ``content.properties``, ``content.body``)."""
+    properties = message.content.properties
+    body = message.content.body
+    message_id = properties.get("message-id")
+    headers = properties.get("headers")
+    timestamp = properties.get("timestamp")
+    return Delivery(
+        message.delivery_tag, bool(message.redelivered),
+        message_id if isinstance(message_id, str) and message_id else None,
+        headers if isinstance(headers, dict) else None,
+        timestamp if isinstance(timestamp, int) else None,
+        body.encode("utf-8") if isinstance(body, str) else bytes(body))
+
+
 def read_deliver(payload: bytes) -> tuple[str, int, bool]:
     """A ``basic.deliver`` method payload (from its class and method ids on):
     (consumer tag, delivery tag, redelivered).  The exchange and routing key

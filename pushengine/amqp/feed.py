@@ -20,7 +20,7 @@ from txamqp.client import ChannelClosed
 from pushengine.amqp.connection import (
     NOT_FOUND, PRECONDITION_FAILED, Channel, FeedClient, HandshakeEndpoint,
     ReadyClientFactory, describe, reply_code)
-from pushengine.amqp.delivery import Delivery
+from pushengine.amqp.delivery import Delivery, as_delivery
 from pushengine.amqp.interest import Bindings
 from pushengine.amqp.publisher import (
     COPIES_HEADER, TIMESTAMP_MS_HEADER, ConfirmPublisher, NotConnected, copy_properties,
@@ -555,21 +555,6 @@ class AmqpFeed:
             sent_at = delivery_time(deliveries[-1])
             if sent_at is not None:
                 self.feed_lag = max(0.0, self.reactor.seconds() - sent_at)
-
-
-def as_delivery(message: Delivered) -> Delivery:
-    """A ``Delivery`` from a message as txamqp gives it."""
-    properties = message.content.properties
-    body = message.content.body
-    message_id = properties.get("message-id")
-    headers = properties.get("headers")
-    timestamp = properties.get("timestamp")
-    return Delivery(
-        message.delivery_tag, bool(message.redelivered),
-        message_id if isinstance(message_id, str) and message_id else None,
-        headers if isinstance(headers, dict) else None,
-        timestamp if isinstance(timestamp, int) else None,
-        body.encode("utf-8") if isinstance(body, str) else bytes(body))
 
 
 def _first_failure(f: Failure) -> Failure:

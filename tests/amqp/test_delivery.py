@@ -193,3 +193,21 @@ def test_a_body_longer_than_its_header_says_is_refused():
 def test_ack_frame_is_what_the_codec_writes():
     expected = encode_frame(SPEC, Frame(3, Method(BASIC.methods.byname["ack"], 77, True)))
     assert ack_frame(3, 77, True) == expected
+
+
+def test_a_delivery_on_txamqps_path_reaches_its_consumer_as_a_batch_of_one():
+    """Deliveries that go through txamqp (its own frame receiver, as the
+    ingest benchmark's --stock-receive puts back) still reach the consumer."""
+    from txamqp.content import Content
+    from txamqp.message import Message
+
+    consumer = Collect()
+    client, _ = client_with(consumer)
+    message = Message(DELIVER, ("ctag", 7, True, "ex", "key"),
+                      Content("é body", [], {"message-id": "m", "headers": {"a": "b"},
+                                              "timestamp": 5}))
+    client.delegate.basic_deliver(None, message)
+    delivery, = consumer.deliveries
+    assert (delivery.delivery_tag, delivery.redelivered, delivery.message_id) == (7, True, "m")
+    assert delivery.headers == {"a": "b"} and delivery.timestamp == 5
+    assert delivery.body == "é body".encode() and consumer.reads == 1
