@@ -207,6 +207,9 @@ class FeedClient(AMQClient):
         """Parse every whole frame of the buffer; deliveries to a registered
         consumer are read by ``delivery`` and handed over as a batch at the
         end of the read, everything else goes through the codec."""
+        # any bytes are traffic for the heartbeat check (a delivery's frames
+        # may come over many reads before one is whole)
+        self._last_received = self.clock.seconds()
         buf = self._buffer + data if self._buffer else data
         pos, end = 0, len(buf)
         lean = self._lean
@@ -258,7 +261,6 @@ class FeedClient(AMQClient):
             return
         self._buffer = buf[pos:]
         if touched:
-            self._last_received = self.clock.seconds()
             for consumer in touched:
                 try:
                     consumer.deliveries_done()

@@ -211,3 +211,21 @@ def test_a_delivery_on_txamqps_path_reaches_its_consumer_as_a_batch_of_one():
     assert (delivery.delivery_tag, delivery.redelivered, delivery.message_id) == (7, True, "m")
     assert delivery.headers == {"a": "b"} and delivery.timestamp == 5
     assert delivery.body == "é body".encode() and consumer.reads == 1
+
+
+def test_a_long_delivery_arriving_slowly_counts_as_traffic_for_the_heartbeat():
+    """Frames of a delivery still incomplete are traffic: a large body that
+    takes longer than the heartbeat limit to arrive does not drop the link."""
+    clock = Clock()
+    consumer = Collect()
+    client = FeedClient("/", heartbeat=2, clock=clock, connection_name="test")
+    transport = StringTransport()
+    client.makeConnection(transport)
+    client.consumers["ctag"] = consumer
+    client.started.fire()
+    data = frames_of(1, b"x" * 400, 10)
+    for i in range(0, len(data), 20):
+        client.dataReceived(data[i:i + 20])
+        clock.advance(0.5)          # 20 s in all, 6 s is the limit
+    assert not transport.disconnected
+    assert [d.body for d in consumer.deliveries] == [b"x" * 400]
