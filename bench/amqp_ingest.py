@@ -29,6 +29,7 @@ from twisted.internet.task import deferLater, react
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from pushengine.amqp import AmqpFeed  # noqa: E402
+from pushengine.amqp.feed import DEFAULT_PREFETCH  # noqa: E402
 from pushengine.amqp.publisher import connect_publisher, publish_all  # noqa: E402
 from pushengine.core.changes import Change, encode_changes  # noqa: E402
 
@@ -130,16 +131,15 @@ def run_mode(reactor, url: str, total: int, batch: int, prefetch: int):
 
 def use_stock_receive_path():
     """Undo FeedClient's receive-path replacements (benchmark only)."""
-    from txamqp.client import TwistedDelegate
     from txamqp.protocol import AMQClient, FrameReceiver
 
-    from pushengine.amqp.connection import FeedClient, FeedDelegate
+    from pushengine.amqp.connection import FeedClient
 
-    for name in ("process_frame", "reschedule_check_heartbeat", "check_heartbeat",
-                 "send_frame"):
+    # sending keeps our codec: txamqp's cannot encode the nested table of
+    # the client properties
+    for name in ("process_frame", "reschedule_check_heartbeat", "check_heartbeat"):
         setattr(FeedClient, name, getattr(AMQClient, name))
     FeedClient.dataReceived = FrameReceiver.dataReceived
-    FeedDelegate.basic_deliver = TwistedDelegate.basic_deliver
 
 
 @inlineCallbacks
@@ -165,7 +165,7 @@ def parse_args(argv=None):
         "PUSHENGINE_AMQP", "amqp://guest:guest@127.0.0.1:5672/"))
     parser.add_argument("--changes", type=int, default=20000)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 100])
-    parser.add_argument("--prefetch", type=int, default=500)
+    parser.add_argument("--prefetch", type=int, default=DEFAULT_PREFETCH)
     parser.add_argument("--stock-receive", action="store_true",
                         help="use txamqp's own receive path, for comparison")
     return parser.parse_args(argv)

@@ -43,6 +43,7 @@ DEFAULTS = {
     "amqp": None,
     "amqp-exchange": "pushengine.changes",
     "amqp-routing": "fanout",
+    "amqp-prefetch": 2000,
     "memcache": None,
     "redis": None,
     "store-url": None,
@@ -150,6 +151,14 @@ def test_command_line_wins_over_the_environment() -> None:
                     environ=environ)
     assert (options["port"], options["max-timeout"], options["secret"]) == ("tcp:7001", 5.0,
                                                                          "cli")
+
+
+def test_amqp_prefetch() -> None:
+    assert parse("--amqp-prefetch", "50")["amqp-prefetch"] == 50
+    assert parse(environ={"PUSHENGINE_AMQP_PREFETCH": "300"})["amqp-prefetch"] == 300
+    for bad in ("0", "65536"):
+        with pytest.raises(usage.UsageError, match="--amqp-prefetch must be 1 to 65535"):
+            parse("--amqp-prefetch", bad)
 
 
 def test_amqp_routing_and_its_exchange() -> None:
@@ -357,3 +366,14 @@ def test_admin_key_option() -> None:
     for bad in ("k" * 15, " " + key, key + "\n"):
         with pytest.raises(usage.UsageError, match="--admin-key"):
             parse("--admin-key", bad)
+
+
+def test_the_node_gives_its_prefetch_to_the_amqp_feed() -> None:
+    from twisted.internet.testing import MemoryReactorClock
+
+    from pushengine.app.service import Node
+
+    options = parse("--amqp", "amqp://guest:guest@127.0.0.1:1/", "--amqp-prefetch", "123",
+                    "--node-id", "n")
+    node = Node(options, MemoryReactorClock())
+    assert node.feed.prefetch == 123

@@ -38,9 +38,13 @@ from zope.interface import implementer
 
 from pushengine import __version__
 from pushengine.amqp.codec import FrameError, decode_frame, encode_frame
+from pushengine.amqp.delivery import (
+    DELIVER_PREFIX, FRAME_END, FRAME_METHOD, Delivery, Incoming, ack_frame, as_delivery,
+    read_deliver)
 from pushengine.amqp.spec import load_spec
 
 log = Logger()
+_frame_head = struct.Struct("!BHI")
 
 NOT_FOUND = 404
 PRECONDITION_FAILED = 406
@@ -59,6 +63,17 @@ class Channel(TypingProtocol):
 
     def queue_declare(self, queue: str, passive: bool = False, durable: bool = False,
                       arguments: dict[str, Any] | None = None) -> Deferred: ...
+
+
+class Consumer(TypingProtocol):
+    """Takes the deliveries of one consumer tag (``FeedClient.consumers``):
+    ``deliver`` for each message as it is read, ``deliveries_done`` once the
+    bytes of one read are all parsed, so that the messages which arrived
+    together can be applied together."""
+
+    def deliver(self, delivery: Delivery) -> None: ...
+
+    def deliveries_done(self) -> None: ...
 
 
 class ClientListener(TypingProtocol):
@@ -89,6 +104,13 @@ class FeedDelegate(TwistedDelegate):
                                locale=self.client.locale)
 
     def basic_deliver(self, ch, msg):
+        consumer = self.client.consumers.get(msg.consumer_tag)
+        if consumer is not None:
+            # a delivery that took txamqp's path (the lean one reads them
+            # itself): a batch of one
+            consumer.deliver(as_delivery(msg))
+            consumer.deliveries_done()
+            return None
         queue = self.client.queues.get(msg.consumer_tag)
         if queue is None:
             return super().basic_deliver(ch, msg)
@@ -163,6 +185,9 @@ class FeedClient(AMQClient):
         self._close_reason: Failure | BaseException | None = None
         self._buffer = b""
         self._incoming: dict[int, _Incoming] = {}
+        # consumer tag -> Consumer: its basic.deliver frames take the lean path
+        self.consumers: dict[str, Consumer] = {}
+        self._lean: dict[int, Incoming] = {}
         self.client_properties = {
             "product": "pushengine",
             "version": __version__,
@@ -179,27 +204,73 @@ class FeedClient(AMQClient):
     # Receiving
 
     def dataReceived(self, data: bytes) -> None:
+        """Parse every whole frame of the buffer; deliveries to a registered
+        consumer are read by ``delivery`` and handed over as a batch at the
+        end of the read, everything else goes through the codec."""
+        # any bytes are traffic for the heartbeat check (a delivery's frames
+        # may come over many reads before one is whole)
+        self._last_received = self.clock.seconds()
         buf = self._buffer + data if self._buffer else data
         pos, end = 0, len(buf)
+        lean = self._lean
+        consumers = self.consumers
+        touched: list[Consumer] = []
         try:
             while end - pos >= 8:
-                size = int.from_bytes(buf[pos + 3:pos + 7], "big")
+                frame_type, channel_id, size = _frame_head.unpack_from(buf, pos)
                 stop = pos + 8 + size
                 if stop > end:
                     break
+                if consumers:
+                    incoming = lean.get(channel_id) if lean else None
+                    if incoming is not None or (
+                            frame_type == FRAME_METHOD
+                            and buf.startswith(DELIVER_PREFIX, pos + 7)):
+                        if buf[stop - 1] != FRAME_END:
+                            raise FrameError("frame does not end with the frame-end octet")
+                        if incoming is None:
+                            tag, delivery_tag, redelivered = read_deliver(
+                                buf[pos + 7:stop - 1])
+                            consumer = consumers.get(tag)
+                            if consumer is not None:
+                                pos = stop
+                                lean[channel_id] = Incoming(
+                                    consumer, Delivery(delivery_tag, redelivered))
+                                continue
+                        else:
+                            payload = buf[pos + 7:stop - 1]
+                            pos = stop
+                            if incoming.add(frame_type, payload):
+                                del lean[channel_id]
+                                incoming.consumer.deliver(incoming.delivery)
+                                if incoming.consumer not in touched:
+                                    touched.append(incoming.consumer)
+                            continue
                 frame = decode_frame(self.spec, buf[pos:stop])
                 pos = stop
                 self.receive_frame(frame)
                 if self.transport is None or self.transport.disconnecting:
                     break
-        except (FrameError, struct.error, KeyError, ValueError) as e:
-            # A broker never sends this; one line is enough, then reconnect.
+        except (FrameError, struct.error, KeyError, ValueError, IndexError) as e:
+            # A broker never sends this; one line is enough, then reconnect
+            # (the messages of this read are not applied: they come again).
             log.error("AMQP protocol error, dropping the connection: {error}",
                       error=f"{type(e).__name__}: {e}")
             self._buffer = b""
             abort(self.transport)
             return
         self._buffer = buf[pos:]
+        if touched:
+            for consumer in touched:
+                try:
+                    consumer.deliveries_done()
+                except Exception:
+                    log.failure("AMQP: a consumer failed on its deliveries")
+
+    def send_ack(self, channel_id: int, delivery_tag: int, multiple: bool = True) -> None:
+        """``basic.ack`` written directly (it has no reply to wait for)."""
+        if self.transport is not None:
+            self.transport.write(ack_frame(channel_id, delivery_tag, multiple))
 
     def receive_frame(self, frame: Frame) -> None:
         """Handle one frame at once (txamqp's ``process_frame`` went through

@@ -11,17 +11,16 @@ from twisted.application.service import Service
 from twisted.internet.defer import (
     Deferred, FirstError, fail, gatherResults, inlineCallbacks, succeed)
 from twisted.internet.endpoints import HostnameEndpoint
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from twisted.internet.task import deferLater
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import ILogObserver, LogEvent, Logger, globalLogPublisher
 from twisted.python.failure import Failure
 from zope.interface import implementer
 from txamqp.client import ChannelClosed
-from txamqp.queue import Closed as QueueClosed
 
 from pushengine.amqp.connection import (
     NOT_FOUND, PRECONDITION_FAILED, Channel, FeedClient, HandshakeEndpoint,
     ReadyClientFactory, describe, reply_code)
+from pushengine.amqp.delivery import Delivery, as_delivery
 from pushengine.amqp.interest import Bindings
 from pushengine.amqp.publisher import (
     COPIES_HEADER, TIMESTAMP_MS_HEADER, ConfirmPublisher, NotConnected, copy_properties,
@@ -45,10 +44,9 @@ ROUTINGS = (FANOUT, INTEREST)
 # or a redelivery of a message applied before its ack was lost
 SEEN_MESSAGES = 10_000
 QUEUE_PREFIX = "pushengine.node."
-DEFAULT_PREFETCH = 500
+# messages in flight: enough for the deliveries of one read to make a batch
+DEFAULT_PREFETCH = 2000
 DEFAULT_QUEUE_TTL = 3600.0
-# seconds of applying queued messages before the consumer lets the reactor run
-TURN_BUDGET = 0.02
 
 STOPPED = "stopped"
 CONNECTING = "connecting"
@@ -98,14 +96,6 @@ class Delivered(Protocol):
     content: Content
 
 
-class Deliveries(Protocol):
-    """The consumer's queue of delivered messages (txamqp's
-    TimeoutDeferredQueue): ``get`` fails with ``txamqp.queue.Closed`` once
-    the connection is closed."""
-
-    def get(self) -> Deferred[Delivered]: ...
-
-
 class AmqpFeed:
     """The change feed over RabbitMQ: consumes and publishes change messages.
 
@@ -122,8 +112,10 @@ class AmqpFeed:
     restart) and the queue of a node gone for good disappears.  One
     consumer per queue (``exclusive``: a second process with the same node
     id is refused and keeps retrying, loudly).  Manual acks, ``prefetch``
-    messages in flight; a message is acked once its changes were handed to
-    the sink, malformed or not.
+    messages in flight.  The messages of one read from the socket are one
+    batch: their changes go to the sink in one ``apply_changes``, then one
+    ``basic.ack`` with ``multiple`` covers them all, malformed or not (never
+    before they are applied: a message acked but not applied would be lost).
 
     Reconnection: ``ClientService`` with capped exponential back-off and
     jitter; a failed log-in or declaration counts as a failed attempt.  When
@@ -156,8 +148,8 @@ class AmqpFeed:
                  bindings: Bindings | None = None) -> None:
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be {' or '.join(ROUTINGS)}, not {routing!r}")
-        if prefetch < 1:
-            raise ValueError("prefetch must be at least 1")
+        if not 1 <= prefetch <= 65535:
+            raise ValueError("prefetch must be 1 to 65535 (basic.qos takes a short)")
         if queue_ttl <= 0:
             raise ValueError("queue_ttl must be positive")
         self.reactor = reactor
@@ -171,7 +163,6 @@ class AmqpFeed:
         self.queue_ttl = queue_ttl
         self.retry_policy = retry_policy or default_retry_policy()
         self.consumer_tag = f"pushengine.{self.node_id}"
-        self._ack_every = max(1, prefetch // 4)
         self.routing = routing
         self.routes = {t: list(f) for t, f in (routes or {}).items()}
         self.bindings = bindings if bindings is not None or routing == FANOUT \
@@ -200,6 +191,8 @@ class AmqpFeed:
         self.messages_published = 0
         self.duplicate_copies = 0
         self.redeliveries_dropped = 0
+        self.batches = 0
+        self.acks = 0
         self.feed_lag: float | None = None
 
         tcp = HostnameEndpoint(reactor, self.url.host, self.url.port,
@@ -232,9 +225,8 @@ class AmqpFeed:
         session = self._session
         closing = succeed(None)
         if session is not None:
-            # the acks still waiting for the end of this turn go first (on the
-            # same channel, before its close): otherwise the broker gives the
-            # last messages again to the next consumer of the queue
+            # deliveries held back (consumed before the session was up) are
+            # neither applied nor acked: the next consumer gets them
             session.flush_acks()
             closing = session.client.close(within=2)
             closing.addErrback(lambda f: log.failure("AMQP feed: error while closing", f))
@@ -311,6 +303,8 @@ class AmqpFeed:
             "changes_published": self.changes_published,
             "messages_published": self.messages_published,
             "redeliveries_dropped": self.redeliveries_dropped,
+            "batches": self.batches,
+            "acks": self.acks,
             "connected": 1 if self._state == CONNECTED else 0,
         }
         if self.bindings is not None:
@@ -363,13 +357,14 @@ class AmqpFeed:
             binding = yield client.open_channel()
         yield channel.basic_qos(prefetch_count=self.prefetch)
         publisher = yield ConfirmPublisher.open(client, self.exchange)
-        reply = yield channel.basic_consume(queue=self.queue,
-                                            consumer_tag=self.consumer_tag,
-                                            exclusive=True)
-        messages = yield client.queue(reply.consumer_tag)
-        session = _Session(self, client, channel, publisher, messages, self._ack_every)
+        # registered before basic.consume: the deliveries that come with its
+        # reply are held until the session is up (after a gap report)
+        session = _Session(self, client, channel, publisher)
         session.binding = binding
+        client.consumers[self.consumer_tag] = session
         client.listener = session
+        yield channel.basic_consume(queue=self.queue, consumer_tag=self.consumer_tag,
+                                    exclusive=True)
         self._connected(session)
 
     @inlineCallbacks
@@ -428,8 +423,7 @@ class AmqpFeed:
                 rebound.addCallback(
                     lambda _: self._report_gap() if self._session is session else None)
             rebound.addErrback(lambda f: log.failure("AMQP feed: binding again failed", f))
-        self._consume(session).addErrback(
-            lambda f: log.failure("AMQP feed: the consumer stopped on an error", f))
+        session.start()
 
     def _report_gap(self) -> None:
         """Tell the sink that changes may have been missed (the queue was new)."""
@@ -483,7 +477,7 @@ class AmqpFeed:
 
     # Consuming
 
-    def _applied_before(self, message: Delivered) -> str | None:
+    def _applied_before(self, delivery: Delivery) -> str | None:
         """Why a message this process applied already must not be applied
         again ("copy": the later copy of a message published under several
         routing keys; "redelivered": the broker delivers it again because the
@@ -491,88 +485,76 @@ class AmqpFeed:
         id (every publisher of this package sets one); a message without one
         is always applied, and so is a message whose id comes again without
         being a copy or a redelivery (a backend that reuses ids)."""
-        properties = message.content.properties
-        message_id = properties.get("message-id")
-        if not isinstance(message_id, str) or not message_id:
+        message_id = delivery.message_id
+        if not message_id:
             return None
-        if message_id in self._applied:
-            if _copy_id(properties) is not None:
+        applied = self._applied
+        if message_id in applied:
+            headers = delivery.headers
+            if headers and headers.get(COPIES_HEADER) not in (None, "1"):
                 return "copy"
-            if message.redelivered:
+            if delivery.redelivered:
                 return "redelivered"
             return None
-        self._applied[message_id] = None
-        if len(self._applied) > SEEN_MESSAGES:
-            self._applied.popitem(last=False)
+        applied[message_id] = None
+        if len(applied) > SEEN_MESSAGES:
+            applied.popitem(last=False)
         return None
 
-    @inlineCallbacks
-    def _consume(self, session: _Session) -> Generator[Deferred, Any, None]:
-        """Take messages until the connection closes (the queue then fails
-        with ``txamqp.queue.Closed``)."""
-        messages = session.messages
-        reactor = self.reactor
-        turn_started = reactor.seconds()
-        while True:
-            pending = messages.get()
-            waited = not pending.called
-            try:
-                message = yield pending
-            except QueueClosed:
-                return
-            if waited:
-                turn_started = reactor.seconds()
-            try:
-                self.handle_message(message)
-            except Exception:
-                log.failure("AMQP feed: unexpected error on a message")
-            session.processed(message.delivery_tag)
-            if reactor.seconds() - turn_started > TURN_BUDGET:
-                # a backlog of prefetched messages must not starve the HTTP
-                # side: let the reactor write the answers and take new polls
-                yield deferLater(reactor, 0, lambda: None)
-                turn_started = reactor.seconds()
-
     def handle_message(self, message: Delivered) -> None:
-        """Decode one delivered message and hand its good changes to the sink.
+        """Apply one message as txamqp gives it (a batch of one)."""
+        self.apply_deliveries([as_delivery(message)])
 
+    def apply_deliveries(self, deliveries: Sequence[Delivery]) -> None:
+        """Decode delivered messages and hand all their good changes to the
+        sink in one call, in order.
+
+        Each message goes through the redelivery and copy check first.
         Malformed messages and changes are logged (one line per message)
-        and counted; a failing sink is logged and counted.  Never raises for
-        either: the message is acked and the feed goes on.
+        and counted; a failing sink is logged and counted once for the
+        batch.  Never raises for either: the messages are acked and the feed
+        goes on.
         """
-        self.messages_received += 1
-        content = message.content
-        again = self._applied_before(message)
-        if again is not None:
-            if again == "copy":
-                self.duplicate_copies += 1
-            else:
-                self.redeliveries_dropped += 1
-            return
-        changes, errors = decode_changes(content.body, self.id_fields)
-        if errors:
-            self.malformed_messages += 1
-            self.malformed_changes += len(errors)
-            log.warn("AMQP feed: dropped {count} malformed change(s) of message "
-                     "{tag}{kept}: {errors}", count=len(errors),
-                     tag=message.delivery_tag,
-                     kept=f" (kept {len(changes)})" if changes else "",
-                     errors="; ".join(errors[:3]) + ("; ..." if len(errors) > 3 else ""))
+        self.messages_received += len(deliveries)
+        id_fields = self.id_fields
+        changes: list[Change] = []
+        for delivery in deliveries:
+            if delivery.message_id is not None:
+                again = self._applied_before(delivery)
+                if again is not None:
+                    if again == "copy":
+                        self.duplicate_copies += 1
+                    else:
+                        self.redeliveries_dropped += 1
+                    continue
+            decoded, errors = decode_changes(delivery.body, id_fields)
+            if errors:
+                self.malformed_messages += 1
+                self.malformed_changes += len(errors)
+                log.warn("AMQP feed: dropped {count} malformed change(s) of message "
+                         "{tag}{kept}: {errors}", count=len(errors),
+                         tag=delivery.delivery_tag,
+                         kept=f" (kept {len(decoded)})" if decoded else "",
+                         errors="; ".join(errors[:3]) + ("; ..." if len(errors) > 3 else ""))
+            changes += decoded
+            headers = delivery.headers
+            if headers and headers_ms(headers) is False:
+                self.bad_headers += 1       # ignored, as a message without it
         if changes:
             try:
                 assert self._sink is not None, "start(sink) comes first"
                 self._sink.apply_changes(changes)
             except Exception:
                 self.sink_errors += 1
-                log.failure("AMQP feed: the sink failed on message {tag}",
-                            tag=message.delivery_tag)
+                log.failure("AMQP feed: the sink failed on messages {first} to {last}",
+                            first=deliveries[0].delivery_tag,
+                            last=deliveries[-1].delivery_tag)
             else:
                 self.changes_applied += len(changes)
-        if header_ms(content.properties) is False:
-            self.bad_headers += 1       # ignored, as a message without it
-        sent_at = message_time(content.properties)
-        if sent_at is not None:
-            self.feed_lag = max(0.0, self.reactor.seconds() - sent_at)
+        if deliveries:
+            sent_at = delivery_time(deliveries[-1])
+            if sent_at is not None:
+                self.feed_lag = max(0.0, self.reactor.seconds() - sent_at)
 
 
 def _first_failure(f: Failure) -> Failure:
@@ -598,7 +580,12 @@ def header_ms(properties: Mapping[str, Any]) -> int | None | bool:
     message has none, False when it has one that is not a number of ASCII
     digits of bounded length (``"²"``, ``"١٢٣"``, ``" 12"``, 5,000 digits)."""
     headers = properties.get("headers")
-    if not isinstance(headers, dict) or TIMESTAMP_MS_HEADER not in headers:
+    return headers_ms(headers) if isinstance(headers, dict) else None
+
+
+def headers_ms(headers: Mapping[str, Any]) -> int | None | bool:
+    """``header_ms`` from the headers table itself."""
+    if TIMESTAMP_MS_HEADER not in headers:
         return None
     ms = headers[TIMESTAMP_MS_HEADER]
     if isinstance(ms, (str, bytes)):
@@ -611,60 +598,90 @@ def header_ms(properties: Mapping[str, Any]) -> int | None | bool:
 def message_time(properties: Mapping[str, Any]) -> float | None:
     """When a message was published (POSIX seconds), if it says: a valid
     ``timestamp_ms`` header, else the ``timestamp`` property."""
-    ms = header_ms(properties)
+    headers = properties.get("headers")
+    ts = properties.get("timestamp")
+    return _sent_at(headers if isinstance(headers, dict) else None,
+                    ts if isinstance(ts, int) else None)
+
+
+def delivery_time(delivery: Delivery) -> float | None:
+    """``message_time`` of a delivery."""
+    return _sent_at(delivery.headers, delivery.timestamp)
+
+
+def _sent_at(headers: Mapping[str, Any] | None, timestamp: int | None) -> float | None:
+    ms = headers_ms(headers) if headers else None
     if ms is not None and ms is not False:
         return ms / 1000.0
-    ts = properties.get("timestamp")
-    if isinstance(ts, int) and not isinstance(ts, bool) and ts > 0:
-        return float(ts)
+    if isinstance(timestamp, int) and not isinstance(timestamp, bool) and timestamp > 0:
+        return float(timestamp)
     return None
 
 
 class _Session:
-    """One connection that is up: its channels, consumer and publisher."""
+    """One connection that is up: its channels, consumer and publisher.
+
+    It is the consumer of the node's queue (``FeedClient.consumers``): the
+    deliveries of one read are gathered by ``deliver`` and applied together
+    by ``deliveries_done``, then acked with one ``basic.ack`` (``multiple``)
+    for the last of them.  Until ``start`` they are held: the feed reports a
+    gap, if any, before the first change is applied.
+    """
 
     def __init__(self, feed: AmqpFeed, client: FeedClient, channel: Channel,
-                 publisher: ConfirmPublisher, messages: Deliveries, ack_every: int) -> None:
+                 publisher: ConfirmPublisher) -> None:
         self.feed = feed
         self.client = client
         self.channel = channel
         self.publisher = publisher
-        self.messages = messages
-        self.ack_every = ack_every
         self.binding: Channel | None = None     # interest mode: the bindings' channel
-        self._unacked = 0
+        self._pending: list[Delivery] = []
+        self._started = False
+        self._unacked = False
         self._last_tag = 0
-        self._ack_call: IDelayedCall | None = None
         self.dropped = False
 
-    def processed(self, delivery_tag: int) -> None:
-        """Ack up to ``delivery_tag`` (``multiple``): at once every
-        ``ack_every`` messages, else at the end of this reactor turn, so one
-        ack covers all the messages that arrived together and none waits
-        longer than that."""
-        self._unacked += 1
+    # Consumer
+
+    def deliver(self, delivery: Delivery) -> None:
+        self._pending.append(delivery)
+
+    def deliveries_done(self) -> None:
+        """Apply the deliveries gathered since the last batch, then ack them."""
+        if not self._started or not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        feed = self.feed
+        feed.batches += 1
+        try:
+            feed.apply_deliveries(batch)
+        except Exception:
+            # apply_deliveries logs what it drops: this is a bug, and the
+            # messages are acked anyway rather than redelivered forever
+            log.failure("AMQP feed: unexpected error on messages {first} to {last}",
+                        first=batch[0].delivery_tag, last=batch[-1].delivery_tag)
+        self.applied(batch[-1].delivery_tag)
+
+    def start(self) -> None:
+        """Apply what was held back, and every later batch as it comes."""
+        self._started = True
+        self.deliveries_done()
+
+    # Acks
+
+    def applied(self, delivery_tag: int) -> None:
+        """Every message up to ``delivery_tag`` is applied: ack them."""
+        self._unacked = True
         self._last_tag = delivery_tag
-        if self._unacked >= self.ack_every:
-            self.flush_acks()
-        elif self._ack_call is None:
-            self._ack_call = self.feed.reactor.callLater(0, self.flush_acks)
+        self.flush_acks()
 
     def flush_acks(self) -> None:
-        if self._ack_call is not None:
-            if self._ack_call.active():
-                self._ack_call.cancel()
-            self._ack_call = None
+        """One ``basic.ack`` (``multiple``) up to the last applied message."""
         if not self._unacked or self.channel.closed:
             return
-        self._unacked = 0
-        acked = self.channel.basic_ack(delivery_tag=self._last_tag, multiple=True)
-        acked.addErrback(self._ack_failed)
-
-    def _ack_failed(self, failure: Failure) -> None:
-        # The channel or connection is gone; the broker redelivers the
-        # unacked messages to the next consumer, which drops those it applied
-        # already by their message id.
-        log.info("AMQP feed: could not ack ({reason})", reason=describe(failure))
+        self._unacked = False
+        self.feed.acks += 1
+        self.client.send_ack(self.channel.id, self._last_tag, True)
 
     # FeedClient listener
 

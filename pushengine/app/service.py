@@ -365,7 +365,7 @@ class Node:
                 return AmqpFeed(self.reactor, options["amqp"], exchange=options["amqp-exchange"],
                                 node_id=options["node-id"], id_fields=self.catalog.id_fields,
                                 routing=options["amqp-routing"], routes=self.catalog.routes,
-                                bindings=bindings)
+                                bindings=bindings, prefetch=options["amqp-prefetch"])
             except ValueError as e:
                 raise usage.UsageError(f"--amqp: {e}") from None
         return MemoryFeed()

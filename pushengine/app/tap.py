@@ -64,6 +64,8 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
      "exchange; with --amqp-routing interest pushengine.routed, a topic exchange).", None),
     ("amqp-routing", "fanout", "fanout: every node receives every change; interest: a node "
      "receives the changes its views can show (routing fields, docs/amqp.md).", None),
+    ("amqp-prefetch", 2000, "AMQP messages in flight to this node (basic.qos): the messages "
+     "of one read are applied and acked together.", int),
     ("node-id", None, "This node's name (queue name, metrics); default host-port.", None),
     ("memcache", None, "memcached servers host:port[,host:port...].", None),
     ("redis", None, "Redis URL of the session registry, redis://host:6379/0.", None),
@@ -147,6 +149,8 @@ class Options(usage.Options):
             raise usage.UsageError(f"--trusted-proxies: {e}") from None
         if self["amqp"] and not re.match(r"^amqps?://", self["amqp"]):
             raise usage.UsageError("--amqp must be an amqp:// URL")
+        if not 1 <= self["amqp-prefetch"] <= 65535:
+            raise usage.UsageError("--amqp-prefetch must be 1 to 65535")
         if self["amqp-routing"] not in ("fanout", "interest"):
             raise usage.UsageError("--amqp-routing must be fanout or interest")
         if self["amqp-exchange"] is None:

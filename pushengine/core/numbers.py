@@ -20,10 +20,10 @@ def parse_decimal(text: str | bytes, max_digits: int) -> int | None:
         # bytes.isdigit is true of ASCII digits only (the common case, fast)
         return int(text) if 0 < len(text) <= max_digits and text.isdigit() else None
     if isinstance(text, str):
-        if not text.isascii():
-            return None
-        raw = text.encode("ascii")
-    elif isinstance(text, (bytes, bytearray)):
+        # str.isdigit is true of ASCII digits only in an ASCII string
+        return (int(text) if 0 < len(text) <= max_digits and text.isascii()
+                and text.isdigit() else None)
+    if isinstance(text, (bytes, bytearray)):
         raw = bytes(text)
     else:
         return None

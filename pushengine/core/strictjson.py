@@ -35,6 +35,18 @@ _MAX_FLOAT = sys.float_info.max
 # may be a surrogate, or enough brackets to be deep: only then is a decoded
 # value walked (the common small call costs three scans of its text)
 _SUSPECT = re.compile(r"\\[uU]|\d{300}|[eE][+-]?\d{3}|NaN|Infinity")
+# the same test in parts, cheapest first (one regex of five alternatives cost
+# more than the JSON decoding of a small change): substrings, then the
+# exponent, then a run of 300 digits only in a text that long
+_EXPONENT = re.compile(r"[eE][+-]?\d{3}")
+_LONG_DIGITS = re.compile(r"\d{300}")
+
+
+def suspect_text(text: str) -> bool:
+    """True when ``_SUSPECT`` finds something in ``text`` (same answer, faster)."""
+    return ("\\u" in text or "\\U" in text or "NaN" in text or "Infinity" in text
+            or _EXPONENT.search(text) is not None
+            or (len(text) >= 300 and _LONG_DIGITS.search(text) is not None))
 
 
 class UnsafeJSON(ValueError):
@@ -91,7 +103,7 @@ def decode(data: bytes | str, judge: bool = True) -> tuple[Any, bool]:
     if not judge:
         return value, True
     suspect = (text.count("[") + text.count("{") > MAX_DEPTH
-               or _SUSPECT.search(text) is not None)
+               or suspect_text(text))
     return value, suspect
 
 

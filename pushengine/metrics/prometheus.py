@@ -38,8 +38,8 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
                                              "ASCII digits of bounded length (ignored)"),
     ("feed", "malformed_changes"): (COUNTER, None, "Changes dropped as malformed from AMQP "
                                                    "messages"),
-    ("feed", "sink_errors"): (COUNTER, None, "AMQP messages whose changes the engine failed to "
-                                             "apply"),
+    ("feed", "sink_errors"): (COUNTER, None, "Batches of AMQP messages whose changes the "
+                                             "engine failed to apply"),
     ("feed", "reconnects"): (COUNTER, None, "Connections to RabbitMQ made again after one was "
                                             "lost"),
     ("feed", "connect_failures"): (COUNTER, None, "Attempts to connect to RabbitMQ that failed"),
@@ -55,6 +55,10 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
     ("feed", "redeliveries_dropped"): (COUNTER, None, "Messages the broker delivered again after "
                                                       "a lost connection whose id this node had "
                                                       "applied already, dropped"),
+    ("feed", "batches"): (COUNTER, None, "Batches of AMQP messages applied together (the "
+                                         "messages of one read from the broker)"),
+    ("feed", "acks"): (COUNTER, None, "basic.ack frames sent for consumed AMQP messages (one "
+                                      "per batch, multiple)"),
     ("feed", "bindings"): (GAUGE, "pushengine_feed_bindings",
                            "Routing keys the node's queue is bound to (interest mode)"),
     ("feed", "binding_keys_wanted"): (GAUGE, "pushengine_feed_binding_keys_wanted",

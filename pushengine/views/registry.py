@@ -92,6 +92,9 @@ class ViewRegistry:
         self.refills = 0
         self.queries: dict[str, Query] = {}
         self.indexes = {name: SpecIndex(spec.index) for name, spec in catalog.views.items()}
+        # per type, the indexes of its views that some query holds: a change
+        # looks only there (of a type's many views, most are held by no one)
+        self.held_indexes: dict[str, list[SpecIndex]] = {}
         self.holders: dict[tuple[str, Hashable], set[Query]] = {}
         self._loading: dict[str, Deferred[Query]] = {}
         # once_per_user views: the users' seen filters (pushengine.views.once);
@@ -157,7 +160,10 @@ class ViewRegistry:
             # before its initial state is read: the store answers it once
             # the indexes it holds are complete
             self._hold(bound.spec)
-        self.indexes[bound.spec.name].add(query, bound.index_keys())
+        index = self.indexes[bound.spec.name]
+        index.add(query, bound.index_keys())
+        if len(index.every) == 1:
+            self._held_changed(bound.spec.type)
         touched: set[Hashable] = set()
         query.touched = touched
         chain: Deferred[Query] = Deferred()
@@ -250,8 +256,11 @@ class ViewRegistry:
             for id_ in list(query.gate.pending):
                 self._wait(query, id_, False)
             query.gate.close()
-        self.indexes[query.bound.spec.name].remove(query, query.bound.index_keys())
+        index = self.indexes[query.bound.spec.name]
+        index.remove(query, query.bound.index_keys())
         type_ = query.bound.spec.type
+        if not index.every:
+            self._held_changed(type_)
         for id_ in query.objects:
             holders = self.holders.get((type_, id_))
             if holders is not None:
@@ -259,10 +268,19 @@ class ViewRegistry:
                 if not holders:
                     del self.holders[(type_, id_)]
 
+    def _held_changed(self, type_: str) -> None:
+        """A view of ``type_`` got its first query or lost its last one."""
+        held = [index for index in (self.indexes[spec.name]
+                                    for spec in self.catalog.by_type.get(type_, ()))
+                if index.every]
+        if held:
+            self.held_indexes[type_] = held
+        else:
+            self.held_indexes.pop(type_, None)
+
     # -- changes -------------------------------------------------------------
     def apply(self, change: Change) -> None:
-        specs = self.catalog.by_type.get(change.type)
-        if not specs:
+        if change.type not in self.catalog.by_type:
             return
         ident = (change.type, change.id)
         holders = self.holders.get(ident)
@@ -270,8 +288,8 @@ class ViewRegistry:
         if self.awaiting:
             candidates.update(self.awaiting.get(ident, ()))
         if change.action == UPSERT:
-            for spec in specs:
-                candidates.update(self.indexes[spec.name].lookup(change.obj))
+            for index in self.held_indexes.get(change.type, ()):
+                candidates.update(index.lookup(change.obj))
         if self._loading:
             # a query still loading must not take this object from the store's
             # (older) answer: the change it just saw is newer

@@ -7,9 +7,11 @@ import pytest_twisted
 from twisted.internet.utils import getProcessOutputAndValue
 
 from pushengine.amqp import NotConnected
-from pushengine.amqp.publisher import message_properties
+from pushengine.amqp.publisher import message_properties, publish_all
 from pushengine.core.changes import Change, encode_changes
+from twisted.internet import reactor
 from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
 
 from tests.amqp.conftest import RecordingSink, connection_pid, rabbitmqctl
 from tests.deferreds import eventually
@@ -195,6 +197,38 @@ async def test_messages_applied_but_not_acked_are_not_applied_again(
     await publisher.publisher.publish(encode_changes([stream(20)]), message_properties(0))
     await eventually(lambda: sink.ids[-1:] == [20], what="a new change")
     assert sink.ids == list(range(21))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_backlog_is_applied_once_in_batches_each_acked_once(amqp, need_rabbitmqctl):
+    """N one-change messages waiting in the queue: each applied once, in
+    order, in fewer batches than messages, one ack per batch, and nothing
+    left unacked on the broker."""
+    sink = RecordingSink()
+    feed = await amqp.started(sink=sink)
+    await feed.stop()
+    publisher = await amqp.publisher()
+    total = 500
+    results = await publish_all(publisher, [encode_changes([stream(i)]) for i in range(total)])
+    assert all(ok for ok, _ in results)
+    feed.start(sink)
+    await eventually(lambda: len(sink.ids) == total, what="every change")
+    assert sink.ids == list(range(total))
+    stats = feed.stats()
+    assert stats["messages_received"] == stats["changes_applied"] == total
+    assert 1 <= stats["batches"] < total and stats["acks"] == stats["batches"]
+    assert len(sink.batches) == stats["batches"]
+
+    async def unacked():
+        listing = await rabbitmqctl("list_queues", "name", "messages_unacknowledged",
+                                    "messages_ready", "--no-table-headers")
+        line, = [ln for ln in listing.splitlines() if ln.startswith(feed.queue + "\t")]
+        return line.split("\t")[1:]
+    for _ in range(50):         # the broker's figures lag a little
+        if await unacked() == ["0", "0"]:
+            break
+        await deferLater(reactor, 0.1, lambda: None)
+    assert await unacked() == ["0", "0"]
 
 
 @pytest_twisted.ensureDeferred

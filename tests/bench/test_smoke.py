@@ -704,3 +704,22 @@ def test_engine_pinned_with_the_loadgen_and_profiled(tmp_path):
     assert r["profile"] and os.path.exists(r["profile"])
     top = driver.top_functions(r["profile"])
     assert top["self"], top
+
+
+def test_ingest_cpu_runs_both_paths_at_a_tiny_size(tmp_path):
+    """bench/ingest_cpu.py at a tiny size: every path gives a figure."""
+    import subprocess
+
+    require_service("RabbitMQ", "127.0.0.1", 5672)
+    out = tmp_path / "ingest.json"
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "ingest_cpu.py"), "--users", "50",
+         "--changes", "200", "--repeat", "1"],
+        env={**os.environ, "BENCH_JSON": str(out)}, capture_output=True, text=True,
+        timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert set(rows) == {"amqp, 1 change/message", "http publish, 1 change/body",
+                         "http publish, 100 changes/body"}
+    assert all(len(v) == 1 and v[0] > 0 for v in rows.values())
+    assert "changes/s (wall" in done.stdout

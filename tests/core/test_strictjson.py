@@ -83,3 +83,12 @@ def test_identical_tells_apart_what_python_calls_equal():
     assert not strictjson.identical([1], [1.0])
     assert not strictjson.identical({"a": 0.0}, {"a": -0.0})
     assert strictjson.identical({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]})
+
+
+@given(st.one_of(
+    st.text(max_size=80),
+    st.text(alphabet="0123456789eE+-.\\uUNaIfinty\"[]{},:٣", max_size=400),
+    st.integers(250, 350).map(lambda n: "x" * (n % 7) + "7" * n),
+))
+def test_the_quick_suspect_test_answers_as_the_one_regex(text):
+    assert strictjson.suspect_text(text) == (strictjson._SUSPECT.search(text) is not None)

@@ -212,6 +212,33 @@ def test_a_change_reaches_only_the_views_it_can_affect(monkeypatch):
     assert sorted(offered) == ["User(user_id=500)", "User(user_id=501)"]
 
 
+def test_a_change_looks_only_at_the_indexes_of_views_someone_holds(monkeypatch):
+    """Of a type's views, those nobody holds are not even looked up; a view
+    is looked up from its first query to the end of its last."""
+    engine, _ = make_engine(HOME)
+    registry = engine.registry
+    looked = []
+    from pushengine.views import registry as registry_module
+    original = registry_module.SpecIndex.lookup
+
+    def spy(self, obj):
+        looked.append(self)
+        return original(self, obj)
+    monkeypatch.setattr(registry_module.SpecIndex, "lookup", spy)
+    engine.apply_changes([upsert({"id": 1, "user_id": 5, "public": True})])
+    assert looked == []
+    session, _ = subscribe(engine, "User", {"user_id": 5})
+    subscribe(engine, "User", {"user_id": 6})
+    engine.apply_changes([upsert({"id": 2, "user_id": 5, "public": True})])
+    assert looked == [registry.indexes["User"]]
+    assert events(engine, session) == [("insert", 2)]
+    for s in list(engine.sessions.sessions.values()):
+        engine.sessions.destroy(s)
+    looked.clear()
+    engine.apply_changes([upsert({"id": 3, "user_id": 5, "public": True})])
+    assert looked == [] and registry.held_indexes == {}
+
+
 def test_changes_of_unknown_types_are_ignored():
     engine, _ = make_engine(HOME)
     engine.apply_changes([Change("Comment", "upsert", 1, {"id": 1})])
