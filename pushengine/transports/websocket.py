@@ -108,10 +108,11 @@ class SharedFrames:
     messages, so compressed bytes are the same for every socket of that
     size) and written as it is by all of them. Keyed by the fragments'
     values (equal text, equal bytes). A few batches are kept, oldest out
-    first, within ``max_batches`` and ``max_bytes``; a larger frame is not
-    kept."""
+    first, within ``max_batches`` and ``max_bytes`` (and the last one-event
+    frame, looked up first: no key to build); a larger frame is not kept."""
 
-    __slots__ = ("_frames", "_bytes", "max_batches", "max_bytes", "made", "reused")
+    __slots__ = ("_frames", "_bytes", "max_batches", "max_bytes", "made", "reused",
+                 "_last_kind", "_last_first", "_last_one", "_last")
 
     def __init__(self, max_batches: int = 16, max_bytes: int = 1 << 20) -> None:
         self._frames: dict[tuple[Any, ...], bytes] = {}
@@ -120,6 +121,12 @@ class SharedFrames:
         self.max_bytes = max_bytes
         self.made = 0                   # frames built
         self.reused = 0                 # frames written again from the cache
+        # the last one-event frame made or found: the next socket of a
+        # fan-out most often wants it again
+        self._last_kind: Deflater | None = None
+        self._last_first = 0
+        self._last_one: Fragment | None = None
+        self._last = b""
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -133,11 +140,23 @@ class SharedFrames:
               fragments: Sequence[Fragment]) -> bytes:
         """The ``events`` frame of ``fragments`` numbered from ``first``, as
         a socket with ``deflater`` (None: no compression) sends it."""
-        key = (deflater.wbits if deflater is not None else 0, first, *fragments)
+        one: Fragment | None = None
+        if len(fragments) == 1:
+            one = fragments[0]
+            if one is self._last_one and first == self._last_first \
+                    and deflater is self._last_kind:
+                self.reused += 1
+                return self._last
+            key: tuple[Any, ...] = (deflater.wbits if deflater is not None else 0, first, one)
+        else:
+            key = (deflater.wbits if deflater is not None else 0, first, *fragments)
         frames = self._frames
         made = frames.get(key)
         if made is not None:
             self.reused += 1
+            if one is not None:
+                self._last_kind, self._last_first, self._last_one = deflater, first, one
+                self._last = made
             return made
         made = None if deflater is None else deflated_events_frame(deflater, first, fragments)
         if made is None:
@@ -149,6 +168,9 @@ class SharedFrames:
             frames[key] = made
             while len(frames) > self.max_batches or self._bytes > self.max_bytes:
                 self._bytes -= len(frames.pop(next(iter(frames))))
+            if one is not None:
+                self._last_kind, self._last_first, self._last_one = deflater, first, one
+                self._last = made
         return made
 
 

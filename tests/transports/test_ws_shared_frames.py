@@ -20,6 +20,7 @@ from wsproto.extensions import PerMessageDeflate
 from pushengine.core.events import DROPPED, Fragment
 from pushengine.transports.deflate import Deflater
 from pushengine.transports.websocket import SharedFrames, events_frame
+from pushengine.web.sendnow import send_now
 from tests.http.harness import ClockNode
 from tests.transports.test_ws_raw import Client, publish
 
@@ -101,6 +102,8 @@ def test_many_sockets_of_a_view_share_one_frame_per_change() -> None:
         assert c.call("stream.subscribe_public_live", sid, 10)["result"]
     frames = clients[0].socket.frames
     assert all(c.socket.frames is frames for c in clients)
+    # the fast front's socket sends at once when nothing waits in its buffer
+    assert all(c.socket.send is send_now for c in clients)
     made = frames.made
     publish(node, 1)
     publish(node, 2)
