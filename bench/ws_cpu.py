@@ -17,7 +17,9 @@ written, is the CPU per event per stream. The collector runs with a node's
 own settings (frozen after start-up).
 
 ``--repeat``: runs one after the other, each on a fresh node; one line of
-figures per run.
+figures per run, then their median. Run it against another checkout with
+``PYTHONPATH`` naming it (the script imports ``pushengine`` from the tree it
+sits in first: copy it there) to compare two versions in the same run.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import base64
 import gc
 import json
 import os
+import statistics
 import sys
 import time
 from typing import Any
@@ -154,8 +157,14 @@ def main() -> None:
     a = p.parse_args()
     if a.streams < 1 or a.events < 1 or a.batch < 1:
         p.error("--streams, --events and --batch must be 1 or more")
+    figures = []
     for _ in range(a.repeat):
-        print(line(run(a.streams, a.events, a.deflate, a.batch)), flush=True)
+        r = run(a.streams, a.events, a.deflate, a.batch)
+        figures.append(r["us_per_event"])
+        print(line(r), flush=True)
+    if a.repeat > 1:
+        print(f"ws {r['kind']}: median of {a.repeat} runs: "
+              f"{statistics.median(figures):.2f} us CPU per event per stream", flush=True)
 
 
 if __name__ == "__main__":

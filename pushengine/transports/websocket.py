@@ -230,7 +230,8 @@ class WsConnection(StreamProducer):
         self.reading = True
         self.later: Any = None          # the next slice of input
         # the event frames shared with every socket at the same position
-        self.frames = frames if frames is not None else SharedFrames(1)
+        # (None: this socket frames its own)
+        self.frames = frames
         self.send = _write              # how events reach the transport
 
     # -- the connection ----------------------------------------------------------
@@ -455,8 +456,15 @@ class WsConnection(StreamProducer):
 
     # -- Delivery ------------------------------------------------------------------------
     def write(self, first: int, fragments: Sequence[Fragment]) -> None:
-        if not self.closed:
-            self.send(self.transport, self.frames.frame(self.deflater, first, fragments))
+        if self.closed:
+            return
+        frames = self.frames
+        if frames is not None:
+            self.send(self.transport, frames.frame(self.deflater, first, fragments))
+            return
+        data = None if self.deflater is None \
+            else deflated_events_frame(self.deflater, first, fragments)
+        self.send(self.transport, data or events_frame(first, fragments))
 
     def writable(self) -> bool:
         return not self.paused and not self.closed and not self.answering \

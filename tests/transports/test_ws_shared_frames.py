@@ -149,3 +149,26 @@ def test_a_closed_socket_is_freed_without_the_collector() -> None:
         assert gone() is None, gc.get_referrers(gone())
     finally:
         gc.enable()
+
+
+@settings(max_examples=50, deadline=None)
+@given(first=st.integers(1, 2**20), frags=fragments,
+       wbits=st.one_of(st.none(), st.integers(9, 15)))
+def test_a_socket_without_shared_frames_writes_the_same_bytes(first, frags, wbits):
+    from twisted.internet.task import Clock
+    from twisted.internet.testing import StringTransport
+
+    from pushengine.transports.deflate import ServerDeflate
+    from pushengine.transports.websocket import WsConnection
+    sockets = []
+    for frames in (None, SharedFrames()):
+        deflate = None
+        if wbits is not None:
+            deflate = ServerDeflate(1 << 20)
+            deflate.accept(f"permessage-deflate; server_max_window_bits={wbits}")
+        ws = WsConnection(None, None, None, Clock(), 1 << 20, None, None, deflate, None, frames)
+        ws.transport = StringTransport()
+        ws.write(first, frags)
+        sockets.append(ws.transport.value())
+    assert sockets[0] == sockets[1]
+    assert read(client(wbits), sockets[0]) == expected(first, frags)
