@@ -34,7 +34,7 @@ from pushengine.core.sessions import SessionSettings  # noqa: E402
 from pushengine.stores.memory import MemoryStore  # noqa: E402
 from pushengine.transports.sse import SseStream, StreamHub  # noqa: E402
 from pushengine.transports.deflate import ServerDeflate  # noqa: E402
-from pushengine.transports.websocket import WsConnection  # noqa: E402
+from pushengine.transports.websocket import SharedFrames, WsConnection  # noqa: E402
 from pushengine.views.spec import load_catalog  # noqa: E402
 
 
@@ -82,6 +82,7 @@ def run(streams: int, changes: int, transport: str, max_queue: int,
     engine.apply_changes([Change("Stream", "upsert", 1, stream_obj(0))])
     bound = catalog.views["PublicLiveStreamView"].bind({}, None, 1)
     sinks = []
+    frames = SharedFrames()
     for _ in range(streams):
         s = engine.sessions.create()
         engine.sessions.subscribe(s, bound)
@@ -91,7 +92,8 @@ def run(streams: int, changes: int, transport: str, max_queue: int,
             if deflate:
                 ext = ServerDeflate(1 << 20)
                 ext.accept("permessage-deflate")
-            d = WsConnection(None, None, engine.sessions, clock, 1 << 20, None, None, ext)
+            d = WsConnection(None, None, engine.sessions, clock, 1 << 20, None, None, ext,
+                             frames=frames)     # shared by every socket, as on a node
             d.transport = sink
             d.session = s
         else:

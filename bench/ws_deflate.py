@@ -147,7 +147,8 @@ async def run(args: argparse.Namespace) -> None:
     proc = None
     if args.target == "engine":
         proc = start(port, workdir, "--max-sessions", str(args.streams * 2),
-                     "--max-client-sessions", "0", "--client-rate", "0")
+                     "--max-client-sessions", "0", "--client-rate", "0",
+                     "--max-client-connections", "0")
         path = "/api/ws"
     else:
         server = Nchan(port).start()

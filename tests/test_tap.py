@@ -44,6 +44,7 @@ DEFAULTS = {
     "amqp-exchange": "pushengine.changes",
     "amqp-routing": "fanout",
     "amqp-prefetch": 2000,
+    "gc-freeze": 50_000,
     "memcache": None,
     "redis": None,
     "store-url": None,
@@ -377,3 +378,25 @@ def test_the_node_gives_its_prefetch_to_the_amqp_feed() -> None:
                     "--node-id", "n")
     node = Node(options, MemoryReactorClock())
     assert node.feed.prefetch == 123
+
+
+def test_gc_freeze_option() -> None:
+    assert parse()["gc-freeze"] == 50_000
+    assert parse("--gc-freeze", "0")["gc-freeze"] == 0
+    assert parse("--gc-freeze", "200000")["gc-freeze"] == 200_000
+    assert parse(environ={"PUSHENGINE_GC_FREEZE": "9000"})["gc-freeze"] == 9000
+    for bad in ("-1", "many", "1.5"):
+        with pytest.raises(usage.UsageError):
+            parse("--gc-freeze", bad)
+
+
+def test_make_service_freezes_after_start_up_with_the_option(monkeypatch) -> None:
+    from twisted.internet import reactor
+
+    from pushengine.app import gcfreeze, service, tap
+    made = object()
+    asked: list = []
+    monkeypatch.setattr(service, "build_service", lambda options, r: made)
+    monkeypatch.setattr(gcfreeze, "after_start", lambda r, n: asked.append((r, n)))
+    assert tap.makeService(parse("--gc-freeze", "30000")) is made
+    assert asked == [(reactor, 30000)]

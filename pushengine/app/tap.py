@@ -14,6 +14,7 @@ from typing import Any
 from twisted.application.service import MultiService
 from twisted.python import usage
 
+from pushengine.app import gcfreeze
 from pushengine.web.clients import parse_networks
 
 MIB = 1 << 20
@@ -66,6 +67,9 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
      "receives the changes its views can show (routing fields, docs/amqp.md).", None),
     ("amqp-prefetch", 2000, "AMQP messages in flight to this node (basic.qos): the messages "
      "of one read are applied and acked together.", int),
+    ("gc-freeze", 50_000, "After start-up, freeze the objects that exist (gc.freeze) and "
+     "collect the young generation every N allocations: fewer collector pauses with many "
+     "connections held (0: CPython's defaults).", int),
     ("node-id", None, "This node's name (queue name, metrics); default host-port.", None),
     ("memcache", None, "memcached servers host:port[,host:port...].", None),
     ("redis", None, "Redis URL of the session registry, redis://host:6379/0.", None),
@@ -147,6 +151,8 @@ class Options(usage.Options):
                 self["trusted-proxies"] = parse_networks(self["trusted-proxies"])
         except ValueError as e:
             raise usage.UsageError(f"--trusted-proxies: {e}") from None
+        if self["gc-freeze"] < 0:
+            raise usage.UsageError("--gc-freeze must be 0 (off) or more")
         if self["amqp"] and not re.match(r"^amqps?://", self["amqp"]):
             raise usage.UsageError("--amqp must be an amqp:// URL")
         if not 1 <= self["amqp-prefetch"] <= 65535:
@@ -188,14 +194,9 @@ class Options(usage.Options):
 
 
 def tune_gc() -> None:
-    """A push node holds many long-lived objects (sessions, queued events,
-    connections) and allocates a tuple per delivered event: with CPython's
-    default thresholds the collector walks them far too often (a quarter of
-    fan-out time in a benchmark). Collect the young generation less often and
-    freeze what exists at start-up."""
-    import gc
-    gc.set_threshold(50_000, 20, 100)
-    gc.freeze()
+    """The collector's settings of a node with the default ``--gc-freeze``
+    (for benchmarks that build a node without ``makeService``)."""
+    gcfreeze.freeze(gcfreeze.DEFAULT)
 
 
 def makeService(options: Options) -> MultiService:
@@ -208,7 +209,7 @@ def makeService(options: Options) -> MultiService:
         # found while building (a bad views file, a name clash): one line on
         # stderr and exit status 1, as twistd's own usage errors, not a traceback
         raise SystemExit(f"twistd pushengine: {one_line(str(e))}") from None
-    tune_gc()
+    gcfreeze.after_start(reactor, options["gc-freeze"])
     return service
 
 

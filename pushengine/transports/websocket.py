@@ -19,7 +19,10 @@ stock one buffers any size), producer-driven backpressure, and a cheap path
 for the server's own frames: an event notification is one unmasked text frame
 whose header is three bytes of arithmetic, built here instead of through
 wsproto's per-call machinery. The events' JSON is encoded once per view
-(``events.py``); per socket only the seq framing and the frame header are new.
+(``events.py``), and the frame of one batch once for every socket at the same
+seq position (``SharedFrames``): a socket at another position frames its own.
+On the fast front an event frame is sent straight away when nothing waits in
+the socket's buffer (``sendnow.py``).
 
 The handshake answers the subprotocol ``pushengine.jsonrpc`` when offered,
 refuses another ``Sec-WebSocket-Version`` with 426 naming 13, and negotiates
@@ -54,7 +57,7 @@ from pushengine.core.events import DROPPED, Fragment, utf8
 from pushengine.web.policy import KEY_HEADER, HttpPolicy, stream_error
 from pushengine.web.routes import HttpAnswer, StreamAnswer, StreamLink, StreamRequest
 from pushengine.web.timing import Clock
-from pushengine.transports.deflate import SMALLEST, ServerDeflate, frame
+from pushengine.transports.deflate import SMALLEST, Deflater, ServerDeflate, frame
 from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 
@@ -94,6 +97,94 @@ def events_frame(first: int, fragments: Sequence[Fragment]) -> bytes:
     return text_frame(EVENTS_HEAD + params + b"]}")
 
 
+class SharedFrames:
+    """The frames of the last event batches, each made once and written to
+    every socket at the same position.
+
+    Sockets of one view created together number its events alike: the same
+    fragments from the same ``first`` seq make the same bytes, so the frame
+    is built once per batch and kind (plain, or permessage-deflate of one
+    window size: the server never keeps a compression context between
+    messages, so compressed bytes are the same for every socket of that
+    size) and written as it is by all of them. Keyed by the fragments'
+    values (equal text, equal bytes). A few batches are kept, oldest out
+    first, within ``max_batches`` and ``max_bytes`` (and the last one-event
+    frame, looked up first: no key to build); a larger frame is not kept."""
+
+    __slots__ = ("_frames", "_bytes", "max_batches", "max_bytes", "made", "reused",
+                 "_last_kind", "_last_first", "_last_one", "_last")
+
+    def __init__(self, max_batches: int = 16, max_bytes: int = 1 << 20) -> None:
+        self._frames: dict[tuple[Any, ...], bytes] = {}
+        self._bytes = 0
+        self.max_batches = max_batches
+        self.max_bytes = max_bytes
+        self.made = 0                   # frames built
+        self.reused = 0                 # frames written again from the cache
+        # the last one-event frame made or found: the next socket of a
+        # fan-out most often wants it again
+        self._last_kind: Deflater | None = None
+        self._last_first = 0
+        self._last_one: Fragment | None = None
+        self._last = b""
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    @property
+    def size(self) -> int:
+        """The bytes of the frames kept."""
+        return self._bytes
+
+    def frame(self, deflater: Deflater | None, first: int,
+              fragments: Sequence[Fragment]) -> bytes:
+        """The ``events`` frame of ``fragments`` numbered from ``first``, as
+        a socket with ``deflater`` (None: no compression) sends it."""
+        one: Fragment | None = None
+        if len(fragments) == 1:
+            one = fragments[0]
+            if one is self._last_one and first == self._last_first \
+                    and deflater is self._last_kind:
+                self.reused += 1
+                return self._last
+            key: tuple[Any, ...] = (deflater.wbits if deflater is not None else 0, first, one)
+        else:
+            key = (deflater.wbits if deflater is not None else 0, first, *fragments)
+        frames = self._frames
+        made = frames.get(key)
+        if made is not None:
+            self.reused += 1
+            if one is not None:
+                self._last_kind, self._last_first, self._last_one = deflater, first, one
+                self._last = made
+            return made
+        made = None if deflater is None else deflated_events_frame(deflater, first, fragments)
+        if made is None:
+            made = events_frame(first, fragments)
+        self.made += 1
+        size = len(made)
+        if size <= self.max_bytes:
+            self._bytes += size
+            frames[key] = made
+            while len(frames) > self.max_batches or self._bytes > self.max_bytes:
+                self._bytes -= len(frames.pop(next(iter(frames))))
+            if one is not None:
+                self._last_kind, self._last_first, self._last_one = deflater, first, one
+                self._last = made
+        return made
+
+
+def deflated_events_frame(deflater: Deflater, first: int,
+                          fragments: Sequence[Fragment]) -> bytes | None:
+    """The compressed ``events`` frame (None when every event was dropped)."""
+    payload = deflater.events(first, fragments)
+    return None if payload is None else frame(payload, True)
+
+
+def _write(transport: Any, data: bytes) -> None:
+    transport.write(data)
+
+
 class WsConnection(StreamProducer):
     """One WebSocket: calls in, answers and events out; the delivery of the
     session it carries.
@@ -109,12 +200,13 @@ class WsConnection(StreamProducer):
     __slots__ = ("conn", "dispatcher", "clock", "max_message", "request",
                  "caller", "transport", "closed", "parts", "size",
                  "heartbeat", "last_write", "deflater", "idle_timeout", "last_pong",
-                 "answering", "refusals", "reading", "later", "__weakref__")
+                 "answering", "refusals", "reading", "later", "frames", "send",
+                 "__weakref__")
 
     def __init__(self, conn: Any, dispatcher: Any, sessions: Any, clock: Any,
                  max_message: int, request: Any, heartbeat: Heartbeat | None = None,
-                 deflate: ServerDeflate | None = None, idle_timeout: float | None = None
-                 ) -> None:
+                 deflate: ServerDeflate | None = None, idle_timeout: float | None = None,
+                 frames: SharedFrames | None = None) -> None:
         self.conn = conn
         self.dispatcher = dispatcher
         self.sessions = sessions
@@ -137,6 +229,10 @@ class WsConnection(StreamProducer):
         self.refusals = 0               # calls refused for the rate, in a row
         self.reading = True
         self.later: Any = None          # the next slice of input
+        # the event frames shared with every socket at the same position
+        # (None: this socket frames its own)
+        self.frames = frames
+        self.send = _write              # how events reach the transport
 
     # -- the connection ----------------------------------------------------------
     def take(self, link: StreamLink, accept: bytes) -> None:
@@ -145,6 +241,7 @@ class WsConnection(StreamProducer):
         goes first."""
         transport = link.take(self)
         link.write_now(transport, accept)
+        self.send = link.write_now      # events: sent at once when nothing waits
         self.makeConnection(transport)
         transport.registerProducer(self, True)
 
@@ -327,6 +424,10 @@ class WsConnection(StreamProducer):
             (self.request or self.transport).unregisterProducer()
         except Exception:
             pass
+        # the caller names this socket and the transport's protocol is this
+        # socket: both cycles go now, so the socket is freed at once instead
+        # of at the collector's next full pass (thousands of them held)
+        self.caller = self.transport = self.request = None
 
     # -- IPushProducer: the socket's unsent bytes ------------------------------------
     def pauseProducing(self) -> None:
@@ -357,12 +458,13 @@ class WsConnection(StreamProducer):
     def write(self, first: int, fragments: Sequence[Fragment]) -> None:
         if self.closed:
             return
-        if self.deflater is not None:
-            payload = self.deflater.events(first, fragments)
-            if payload is not None:
-                self.transport.write(frame(payload, True))
-                return
-        self.transport.write(events_frame(first, fragments))
+        frames = self.frames
+        if frames is not None:
+            self.send(self.transport, frames.frame(self.deflater, first, fragments))
+            return
+        data = None if self.deflater is None \
+            else deflated_events_frame(self.deflater, first, fragments)
+        self.send(self.transport, data or events_frame(first, fragments))
 
     def writable(self) -> bool:
         return not self.paused and not self.closed and not self.answering \
@@ -397,6 +499,7 @@ class WebSocketResource(Resource):
         self.clock = clock
         self.max_message = max_message
         self.idle_timeout = idle_timeout
+        self.frames = SharedFrames()
         # a socket with no session must answer a ping within the idle
         # timeout: pinged at least twice in it
         self.heartbeat = Heartbeat(clock, min(PING_INTERVAL, idle_timeout / 2)
@@ -445,7 +548,7 @@ class WebSocketResource(Resource):
                     request: Any) -> WsConnection:
         return WsConnection(conn, self.dispatcher, self.sessions, self.clock,
                             self.max_message, request, self.heartbeat, deflate,
-                            self.idle_timeout)
+                            self.idle_timeout, self.frames)
 
     # -- the fast front: the raw connection ----------------------------------------
     def stream(self, r: StreamRequest, caller: Any, link: StreamLink) -> StreamAnswer:
