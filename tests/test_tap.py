@@ -39,6 +39,7 @@ DEFAULTS = {
     "client-rate": 200.0,
     "trusted-proxies": [],
     "ping-interval": 30.0,
+    "stream-ping": 30.0,
     "online-period": 60.0,
     "amqp": None,
     "amqp-exchange": "pushengine.changes",
@@ -400,3 +401,30 @@ def test_make_service_freezes_after_start_up_with_the_option(monkeypatch) -> Non
     monkeypatch.setattr(gcfreeze, "after_start", lambda r, n: asked.append((r, n)))
     assert tap.makeService(parse("--gc-freeze", "30000")) is made
     assert asked == [(reactor, 30000)]
+
+
+@pytest.mark.parametrize("argv, sse, ws", [
+    ((), 30.0, 30.0),                                   # the default
+    (("--stream-ping", "50"), 50.0, 50.0),
+    # a WebSocket with no session must be pinged twice within the idle timeout
+    (("--stream-ping", "50", "--idle-timeout", "60"), 50.0, 30.0),
+])
+def test_the_streams_are_pinged_after_stream_ping_seconds(argv, sse, ws) -> None:
+    from twisted.internet.testing import MemoryReactorClock
+
+    from pushengine.app.service import Node
+    from pushengine.transports.sse import EventsResource
+    from pushengine.transports.websocket import WebSocketResource
+
+    node = Node(parse(*argv), MemoryReactorClock())
+    # a stream route's handler is its resource's bound ``stream``
+    resources = [getattr(route.stream, "__self__", None) for route in node.web.table.routes]
+    found = {type(r): r.heartbeat.interval for r in resources
+             if isinstance(r, (EventsResource, WebSocketResource))}
+    assert found == {EventsResource: sse, WebSocketResource: ws}
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "soon"])
+def test_stream_ping_must_be_a_positive_number(bad) -> None:
+    with pytest.raises(usage.UsageError):
+        parse("--stream-ping", bad)

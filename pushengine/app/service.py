@@ -190,9 +190,11 @@ class Node:
         from pushengine.transports.sse import EventsResource
         from pushengine.transports.websocket import WebSocketResource
         from pushengine.web.openrpc import openrpc_route
-        sse = EventsResource(self.api, self.policy, self.reactor)
+        sse = EventsResource(self.api, self.policy, self.reactor,
+                             ping_interval=self.options["stream-ping"])
         ws = WebSocketResource(self.dispatcher, self.engine.sessions, self.policy, self.reactor,
-                               self.options["max-body"], self.options["idle-timeout"])
+                               self.options["max-body"], self.options["idle-timeout"],
+                               ping_interval=self.options["stream-ping"])
         # the fast front hands these streams' connections to their transport
         routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream",
                                  stream=sse.stream),

@@ -46,7 +46,7 @@ from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 
 log = Logger()
-PING_INTERVAL = 15.0
+PING_INTERVAL = 30.0    # --stream-ping: 30 to 40 s of silence, under the common 60 s proxy timeouts
 HEAD = b": open\n\n"
 RETRY = b"retry: 3000\n"          # with the stream's first message
 PING = b": ping\n\n"
@@ -208,12 +208,13 @@ class EventsResource(Resource):
 
     isLeaf = True
 
-    def __init__(self, api: Any, policy: HttpPolicy, clock: Clock) -> None:
+    def __init__(self, api: Any, policy: HttpPolicy, clock: Clock,
+                 ping_interval: float = PING_INTERVAL) -> None:
         super().__init__()
         self.api = api
         self.policy = policy
         self.clock = clock
-        self.heartbeat = Heartbeat(clock, PING_INTERVAL)
+        self.heartbeat = Heartbeat(clock, ping_interval)
         self.hub = StreamHub(clock, api.sessions, self.heartbeat)
         cors = b"".join(name + b": " + value + b"\r\n" for name, value in policy.cors_headers)
         # the raw answer's head after its Date line, HTTP/1.1 (chunked) and 1.0

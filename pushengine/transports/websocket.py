@@ -489,7 +489,8 @@ class WebSocketResource(Resource):
     isLeaf = True
 
     def __init__(self, dispatcher: Dispatcher, sessions: Any, policy: HttpPolicy,
-                 clock: Clock, max_message: int, idle_timeout: float | None = None) -> None:
+                 clock: Clock, max_message: int, idle_timeout: float | None = None,
+                 ping_interval: float = PING_INTERVAL) -> None:
         """``policy``: the key and the Origin rule of the HTTP API, checked
         before the upgrade, and who the caller is."""
         super().__init__()
@@ -502,8 +503,8 @@ class WebSocketResource(Resource):
         self.frames = SharedFrames()
         # a socket with no session must answer a ping within the idle
         # timeout: pinged at least twice in it
-        self.heartbeat = Heartbeat(clock, min(PING_INTERVAL, idle_timeout / 2)
-                                   if idle_timeout else PING_INTERVAL)
+        self.heartbeat = Heartbeat(clock, min(ping_interval, idle_timeout / 2)
+                                   if idle_timeout else ping_interval)
 
     def _upgrade_required(self, request: Any, message: str) -> bytes:
         request.setHeader(b"upgrade", b"websocket")

@@ -112,7 +112,7 @@ def test_events_follow_the_first_with_the_retry_then_pings() -> None:
     assert chunks[2].startswith(b"id: 2\ndata: {")
     assert [e["seq"] for e in events_in(chunks)] == [1, 2]
     assert sum(c.count(b"retry:") for c in chunks) == 1
-    node.clock.advance(21)                          # 15 s of silence, one sweep's step
+    node.clock.advance(41)                          # 30 s of silence, one sweep's step
     _, chunks = split(raw.transport.value())
     assert chunks[-1] == b": ping\n\n"
 
