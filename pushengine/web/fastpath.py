@@ -45,7 +45,8 @@ from pushengine.web.policy import (
     INTERNAL_ERROR, LINGER_BYTES, LINGER_SECONDS, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS,
     HttpPolicy, closing_answer,
     date_line, error_body, path_error, status_line, too_large_message, websocket_upgrade)
-from pushengine.web.routes import CallHandler, HttpAnswer, RouteTable, StreamHandler
+from pushengine.web.routes import (
+    CallHandler, HttpAnswer, ReplyingCall, ReplyingHandler, RouteTable, StreamHandler)
 from pushengine.web.sendnow import send_now
 from pushengine.web.timing import Clock, Timer
 
@@ -198,7 +199,8 @@ class FastChannel(Protocol):
         self.request: _Request | None = None
         self.waiting: deque[_Request] = deque()
         self.busy = False               # an answer is being made
-        self.answering: Deferred[HttpAnswer] | Deferred[HttpAnswer | None] | None = None
+        self.answering: Deferred[HttpAnswer] | Deferred[HttpAnswer | None] \
+            | ReplyingCall | None = None
         self.behind: Any = None           # the twisted.web HTTPChannel, once needed
         self.upgraded = False
         self.closing = False
@@ -224,6 +226,7 @@ class FastChannel(Protocol):
         self.lingered = 0
         self.linger_timer: Timer | None = None
         self.stream: Any = None          # the transport's protocol that took the connection
+        self.replying: _Request | None = None  # the request a ReplyingCall answers
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -372,6 +375,7 @@ class FastChannel(Protocol):
             return
         self._cancel_timers()
         self.factory.outbox.forget(self.transport)
+        self.replying = None
         if self.answering is not None:
             d, self.answering = self.answering, None
             d.cancel()                  # a parked poll drops its waiter
@@ -524,7 +528,21 @@ class FastChannel(Protocol):
                 self._write(r, 500, INTERNAL_ERROR)
 
     def _serve(self, r: _Request) -> None:
-        call = self.factory.calls.get((r.method, r.path))
+        factory = self.factory
+        key = (r.method, r.path)
+        replying = factory.replying.get(key)
+        if replying is not None:
+            # a call that waits writes its answer itself (``_reply``),
+            # possibly before it returns
+            self.replying = r
+            answer = replying(r, factory.caller(self, r), self._reply)
+            if type(answer) is HttpAnswer:
+                self.replying = None
+                self._write(r, answer.status, answer.body, answer.headers)
+            elif self.replying is r:
+                self.answering = answer
+            return
+        call = factory.calls.get(key)
         if call is None:
             stream = self.factory.streams.get((r.method, r.path))
             if stream is not None:
@@ -579,7 +597,7 @@ class FastChannel(Protocol):
         self.request = None
         self.waiting.clear()
         self.plain_caller = None
-        self.answering = None
+        self.answering = self.replying = None
         behind, self.behind = self.behind, None
         if behind is not None:
             # an earlier request was twisted.web's: its channel, idle, goes
@@ -597,6 +615,17 @@ class FastChannel(Protocol):
             transport.protocol = protocol if counted is None \
                 else _Counted(protocol, self.factory.policy, counted)
         return transport
+
+    def _reply(self, answer: HttpAnswer) -> None:
+        """A ``ReplyingCall``'s answer: written at once."""
+        r, self.replying = self.replying, None
+        self.answering = None
+        if r is None or self.closing:
+            return
+        try:
+            self._write(r, answer.status, answer.body, answer.headers)
+        except Exception:
+            self._lost(Failure(), r)
 
     def _answered(self, answer: HttpAnswer, r: _Request) -> None:
         self.answering = None
@@ -864,6 +893,7 @@ class FastSite:
         self.site = site
         self.policy = policy
         self.calls: dict[tuple[bytes, bytes], CallHandler] = routes.calls()
+        self.replying: dict[tuple[bytes, bytes], ReplyingHandler] = routes.replying()
         self.streams: dict[tuple[bytes, bytes], StreamHandler] = routes.streams()
         self.clock = clock
         self.header_timeout = header_timeout
