@@ -56,6 +56,8 @@ MAX_URL = 16 * 1024
 MAX_HEAD = 16 * 1024
 MAX_HEADERS = 500
 MAX_WAITING = 16          # parsed requests queued behind one being answered
+HEAD_CAP = 2048           # the longest request head remembered (``FastChannel._remember``)
+REMEMBER_CAP = 16 * 1024  # the longest request whose head is remembered, body included
 LENGTH_DIGITS = 18        # the longest Content-Length read
 # the bytes of a chunked body's framing (size lines, extensions, trailers)
 # beyond its data: CHUNK_LINE per chunk (twisted.web's longest chunk-size
@@ -97,6 +99,20 @@ class _Request:
         values = self.headers.get(name)
         return values[0] if values else None
 
+    def again(self, body: bytes) -> _Request:
+        """A request as this one parsed, with ``body`` (a head read again:
+        ``FastChannel._remember``). The headers are shared: no call changes them."""
+        r = _new_request(_Request)
+        r.method, r.url, r.path, r.headers = self.method, self.url, self.path, self.headers
+        r.parts = [body] if body else []
+        r.size = len(body)
+        r.too_large = r.upgrade = r.streamed = False
+        r.keep_alive = self.keep_alive
+        r.head_size, r.count, r.version = self.head_size, self.count, self.version
+        r.length, r.body = self.length, self.body
+        r.chunks = r.framing = 0
+        return r
+
     @property
     def query(self) -> bytes:
         return self.url.partition(b"?")[2]
@@ -130,6 +146,9 @@ class _Request:
         if body or self.method in (b"POST", b"PUT", b"PATCH"):
             lines.append(b"content-length: %d" % len(body))
         return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+_new_request = object.__new__
 
 
 class _Relay:
@@ -226,6 +245,12 @@ class FastChannel(Protocol):
         self.lingered = 0
         self.linger_timer: Timer | None = None
         self.stream: Any = None          # the transport's protocol that took the connection
+        # the last request head read whole, and what it parsed to (``_remember``)
+        self.head: bytes | None = None
+        self.parsed: _Request | None = None
+        self.whole = 0                   # its head's length and its Content-Length
+        self.completed = 0               # requests completed in this call's bytes
+        self.last: _Request | None = None
         self.replying: _Request | None = None  # the request a ReplyingCall answers
 
     # -- connection ------------------------------------------------------------
@@ -271,10 +296,23 @@ class FastChannel(Protocol):
         self.reading = True             # answers wait for the turn's end (send)
         try:
             r = self.request
-            if r is not None and r.body and r.length is None and not r.streamed and r.method:
-                data = self._chunked_body(r, data)
-            if data and not self.closing:
-                self._feed(data)
+            if r is None:
+                head = self.head
+                if head is not None and len(data) == self.whole and data.startswith(head) \
+                        and not self.busy and not self.waiting:
+                    self._again(data[len(head):])
+                else:
+                    self.completed = 0
+                    self._feed(data)
+                    if self.completed == 1 and self.request is None and not self.closing \
+                            and len(data) <= REMEMBER_CAP:
+                        self._remember(data)
+                    self.last = None
+            else:
+                if r.body and r.length is None and not r.streamed and r.method:
+                    data = self._chunked_body(r, data)
+                if data and not self.closing:
+                    self._feed(data)
         finally:
             self.reading = False
         if self.stream is not None:
@@ -288,6 +326,39 @@ class FastChannel(Protocol):
             if deadline is not None:
                 self.body_timer = self.factory.clock.callLater(deadline, self._body_too_slow)
         self._reading()
+
+    def _remember(self, data: bytes) -> None:
+        """``data`` was one whole request (``last``), read from its first
+        byte: keep its head and what it parsed to, so that the same head
+        again (a keep-alive client polling again sends the same method,
+        path and headers) is not parsed again (``_again``). Only a plain
+        call's head is kept: HTTP/1.1 kept alive, a Content-Length, no
+        Expect, no upgrade, within ``HEAD_CAP``; a head that differs by a
+        byte, another length, pipelined requests and anything malformed
+        go through the parser as before."""
+        r = self.last
+        if r is None or not self.factory.reuse_heads or r.length is None \
+                or not r.keep_alive or r.version != "1.1" or r.upgrade or r.streamed \
+                or b"expect" in r.headers or b"transfer-encoding" in r.headers \
+                or (r.method, r.path) not in self.factory.calls:
+            return
+        end = data.find(b"\r\n\r\n", 0, HEAD_CAP) + 4
+        if end < 4 or end + r.length != len(data):
+            return
+        self.head = data[:end]
+        self.parsed = r
+        self.whole = len(data)
+
+    def _again(self, body: bytes) -> None:
+        """The remembered head again, whole, with its body: the request the
+        parser made of that head (``_remember``), what its callbacks would do
+        for it done here. Its Content-Length passed the body limit when the
+        head was first read, and the parser stands between two requests."""
+        parsed = self.parsed
+        assert parsed is not None
+        self.header_armed = False
+        self.waiting.append(parsed.again(body))
+        self._next()
 
     def _chunked_body(self, r: _Request, data: bytes) -> bytes:
         """Feed what continues ``r``'s chunked body in slices, each of which
@@ -489,6 +560,8 @@ class FastChannel(Protocol):
     def on_message_complete(self) -> None:
         r, self.request = self.request, None
         assert r is not None
+        self.completed += 1
+        self.last = r
         if self.body_timer is not None:
             self._cancel_body_timer()
         if r.streamed:
@@ -899,6 +972,7 @@ class FastSite:
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
         self.outbox = Outbox(clock)
+        self.reuse_heads = True     # a head read again is not parsed again (_remember)
         # a 200 JSON answer on a kept-alive connection: head, length, tail, body
         self.ok_head = (status_line(200) + b"Content-Type: application/json\r\n"
                         b"Content-Length: ")
