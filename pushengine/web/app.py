@@ -135,6 +135,8 @@ class WebApp:
         answered = self.dispatcher.handle(body, caller,
                                           lambda answer: reply(rpc_answer(answer)))
         if isinstance(answered, RpcAnswer):
+            if answered.retry_after is None:    # (rpc_answer, inline: every poll's)
+                return HttpAnswer(answered.status, answered.body or b"")
             return rpc_answer(answered)
         return ReplyingCall(answered)
 

@@ -317,9 +317,15 @@ class FastChannel(Protocol):
             self.reading = False
         if self.stream is not None:
             return
-        self._headers_on_the_clock()
         r = self.request
-        if r is not None and r.body and self.body_timer is None and not self.closing:
+        if r is None:
+            # every request read was whole (the common case): no deadline
+            # to start, and reading changes only when one of these holds
+            if self.paused or self.busy or self.behind_paused:
+                self._reading()
+            return
+        self._headers_on_the_clock()
+        if r.body and self.body_timer is None and not self.closing:
             # a body still to come after this turn's bytes: its deadline runs
             # from now (a request read whole in one call never needs the timer)
             deadline = self.factory.policy.body_deadline(r.length)
