@@ -19,7 +19,7 @@ included, in a separate pass so that the profiler's cost stays out of the CPU
 figure). ``--baseline DIR``: the same measurements of another checkout of
 the project (e.g. ``git worktree add`` of main), run as alternating
 subprocesses, ``--rounds`` times each, medians printed side by side with the
-ratio. Without it, this tree alone.
+ratio (this tree's figure over the baseline's). Without it, this tree alone.
 """
 from __future__ import annotations
 
@@ -244,9 +244,7 @@ def main() -> None:
         if "baseline" in medians:
             base = medians["baseline"][key]
             print(f"{label:42}: baseline {base:8.1f}, this tree {here:8.1f} "
-                  f"(×{base / here:.2f} fewer)" if key.endswith("calls") else
-                  f"{label:42}: baseline {base:8.1f}, this tree {here:8.1f} "
-                  f"(×{base / here:.2f} less)")
+                  f"(×{here / base:.2f})")
         else:
             print(f"{label:42}: {here:8.1f}")
 

@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "bench", "answer_cost.py")
 ALONE = re.compile(r"^(µs CPU|Python calls) per .+: +(\d+\.\d)$")
 BESIDE = re.compile(r"^(µs CPU|Python calls) per .+: baseline +(\d+\.\d), this tree +(\d+\.\d) "
-                    r"\(×(\d+\.\d\d) (less|fewer)\)$")
+                    r"\(×(\d+\.\d\d)\)$")
 
 
 def run(*args: str) -> list[str]:
