@@ -6,7 +6,9 @@ answers it:
 - a *call* (``Route.call``): a POST the fast front answers itself from the
   bytes it parsed, and twisted.web from its request: the same function, fed
   an ``HttpCall`` and the caller, answering an ``HttpAnswer`` (or a Deferred
-  of one). ``POST /api/jsonrpc`` and ``POST /api/publish`` are calls.
+  of one). ``POST /api/jsonrpc`` and ``POST /api/publish`` are calls. A call
+  marked ``replies`` is also given a ``Reply`` by the fast front: one that
+  waits then answers a ``ReplyingCall`` and writes its answer itself.
 - a *page* (``Route.page``): a klein handler, ``request`` → bytes, a
   Resource or a Deferred, served by twisted.web only (the fast front hands
   such requests on, whole). ``Route.resource`` makes one of a Resource: the
