@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from typing import Any, Callable, Union
+from typing import Any, Callable, Union, overload
 
 from twisted.internet.defer import CancelledError, Deferred, gatherResults, succeed
 from twisted.logger import Logger
@@ -174,11 +174,23 @@ class Dispatcher:
         self.on_error: Callable[[int], None] = on_error or (lambda code: None)
         self.admit = admit
 
-    def handle(self, body: bytes, caller: Caller | None = None) -> Answered:
+    @overload
+    def handle(self, body: bytes, caller: Caller | None = None) -> Answered: ...
+
+    @overload
+    def handle(self, body: bytes, caller: Caller | None,
+               then: Callable[[RpcAnswer], object]) -> RpcAnswer | Deferred[Any]: ...
+
+    def handle(self, body: bytes, caller: Caller | None = None,
+               then: Callable[[RpcAnswer], object] | None = None) -> Answered | Deferred[Any]:
         """The answer (``RpcAnswer``), or a Deferred firing with it when a
         call waits (a long-poll, a store query). Calls that answer at once
         cost no Deferred at all: every poll is one. ``caller`` is who sent
-        the body, as the transport knows it."""
+        the body, as the transport knows it. ``then``: a call that waits
+        hands its answer to ``then`` from the one callback it adds to what
+        it waits on (a woken poll's answer is written straight away, not
+        passed down a chain of callbacks); the Deferred returned then only
+        serves to cancel, and ``then`` is not called once it is cancelled."""
         try:
             # each call is judged on its own (_run): no scan here
             request, _ = strictjson.decode(body, judge=False)
@@ -196,18 +208,22 @@ class Dispatcher:
             if wait > 0:
                 return self._refuse(request, RateLimited(retry_after=wait))
         if not batch:
-            return self._one(request, caller)
+            return self._one(request, caller, then)
         answers = [self._one(call, caller) for call in request]
         if any(isinstance(a, Deferred) for a in answers):
-            d = gatherResults([a if isinstance(a, Deferred) else succeed(a)
-                               for a in answers])
-            return d.addCallback(self._join)
+            joined = gatherResults([a if isinstance(a, Deferred) else succeed(a)
+                                    for a in answers]).addCallback(self._join)
+            if then is not None:
+                waiting: Deferred[Any] = joined
+                return waiting.addCallbacks(then, _unless_cancelled)
+            return joined
         return self._join(answers)          # type: ignore[arg-type]
 
     # -- one call -------------------------------------------------------------------
-    def _one(self, call: Any, caller: Caller | None) -> Answered:
+    def _one(self, call: Any, caller: Caller | None,
+             then: Callable[[RpcAnswer], object] | None = None) -> Answered | Deferred[Any]:
         """Run one call: its answer (NOTHING for a notification), or a
-        Deferred firing with it."""
+        Deferred firing with it (or handing it to ``then``: ``handle``)."""
         if type(call) is dict and type(id_ := call.get("id")) is int \
                 and -_ID_LIMIT <= id_ <= _ID_LIMIT and call.get("jsonrpc") == "2.0" \
                 and type(call.get("method")) is str:
@@ -232,6 +248,11 @@ class Dispatcher:
             return self._failed(Failure(), name, id_, modern, notification)
         # (Deferred is an abc.Awaitable: isinstance is slow, and mostly False)
         if type(result) is not RawUTF8 and isinstance(result, Deferred):
+            if then is not None:
+                waits: Deferred[Any] = result
+                return waits.addCallbacks(self._reply, self._reply_failed,
+                                           callbackArgs=(then, name, id_, modern, notification),
+                                           errbackArgs=(then, name, id_, modern, notification))
             return result.addCallbacks(self._answered, self._failed,
                                        callbackArgs=(name, id_, modern, notification),
                                        errbackArgs=(name, id_, modern, notification))
@@ -274,6 +295,16 @@ class Dispatcher:
             return RpcAnswer(b'{"jsonrpc":"2.0","result":%s,"id":%s}' % (
                 data, b"%d" % id_ if type(id_) is int else _id_bytes(id_)))
         return RpcAnswer(b"[" + data + b"]")
+
+    def _reply(self, result: Any, then: Callable[[RpcAnswer], object], name: str, id_: Any,
+               modern: bool, notification: bool) -> None:
+        """The one callback of a call that waits with ``then`` (``handle``)."""
+        then(self._answered(result, name, id_, modern, notification))
+
+    def _reply_failed(self, f: Failure, then: Callable[[RpcAnswer], object], name: str,
+                      id_: Any, modern: bool, notification: bool) -> None:
+        if not f.check(CancelledError):
+            then(self._failed(f, name, id_, modern, notification))
 
     def _failed(self, f: Failure, name: str, id_: Any, modern: bool,
                 notification: bool) -> RpcAnswer:
@@ -338,6 +369,11 @@ class Dispatcher:
         if not bodies:
             return NOTHING
         return RpcAnswer(b"[" + b",".join(bodies) + b"]")
+
+
+def _unless_cancelled(f: Failure) -> Failure | None:
+    """A batch that waits, cancelled: ``then`` is not called."""
+    return None if f.check(CancelledError) else f
 
 
 def _form(call: Any) -> tuple[str, Any]:

@@ -15,9 +15,10 @@ floats, integer ids within ±2**53 (see ``safe_id``).
 from __future__ import annotations
 
 import json
+import json.scanner
 import re
 import sys
-from typing import Any, Mapping, Sequence, TypeAlias, Union
+from typing import Any, Callable, Mapping, Sequence, TypeAlias, Union, cast
 
 # A JSON value. Its arrays and objects are read-only (Sequence, Mapping) so
 # that a list[dict[str, Any]] is one too. A value straight from a decoder,
@@ -77,6 +78,10 @@ def _float_or_invalid(text: str) -> float | _Invalid:
 
 
 _lenient = json.JSONDecoder(parse_constant=_invalid_constant, parse_float=_float_or_invalid)
+# the C scanner of that decoder, called directly (``decode``'s shortcut)
+_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    cast(Any, _lenient))
+_NONE = object()                # no value read (yet)
 
 
 def _text(data: bytes | bytearray | memoryview | str) -> str:
@@ -93,18 +98,44 @@ def decode(data: bytes | str, judge: bool = True) -> tuple[Any, bool]:
     False when the text cannot hold anything ``problem`` refuses, so callers
     may skip the walk (always True with ``judge=False``: the caller walks
     anyway). Raises UnsafeJSON for text that is not JSON at all."""
-    text = _text(data)
-    try:
-        value = _lenient.decode(text)
-    except RecursionError:
-        raise UnsafeJSON(f"nesting deeper than {MAX_DEPTH} levels") from None
-    except ValueError as e:
-        raise UnsafeJSON(f"not JSON: {e}") from None
+    if type(data) is bytes:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = _text(data)          # raises, saying where
+    else:
+        text = _text(data)
+    # the shortcut for the common body, one object and nothing around it
+    # (every call, every poll): the C scanner alone, without
+    # ``JSONDecoder.decode``'s whitespace matches and Python frames; the
+    # same value as ``_generic`` gives. Any other text, and any error, is
+    # read again by ``_generic``, which says why: errors keep one source.
+    value: Any = _NONE
+    if text[:1] == "{" and text[-1:] == "}":
+        try:
+            value, end = _scan(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            value = _NONE
+        else:
+            if end != len(text):
+                value = _NONE
+    if value is _NONE:
+        value = _generic(text)
     if not judge:
         return value, True
     suspect = (text.count("[") + text.count("{") > MAX_DEPTH
                or suspect_text(text))
     return value, suspect
+
+
+def _generic(text: str) -> Any:
+    """``text`` decoded by the whole decoder; UnsafeJSON saying why not."""
+    try:
+        return _lenient.decode(text)
+    except RecursionError:
+        raise UnsafeJSON(f"nesting deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:
+        raise UnsafeJSON(f"not JSON: {e}") from None
 
 
 def loads(data: bytes | str) -> Any:

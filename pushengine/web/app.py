@@ -14,7 +14,7 @@ their path's shape (``policy.py``), never an HTML page or a traceback.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, overload
 from urllib.parse import urlsplit
 
 from klein import Klein
@@ -36,7 +36,9 @@ from pushengine.core.limits import retry_after
 from pushengine.web.policy import (
     INTERNAL_ERROR, JSON, KEY_HEADER, HttpPolicy, first, json_bytes, path_error, query_of,
     rpc_error, stream_error)
-from pushengine.web.routes import Answer, CallHandler, HttpAnswer, HttpCall, Route, RouteTable
+from pushengine.web.routes import (
+    Answer, CallHandler, HttpAnswer, HttpCall, Reply, ReplyingAnswer, ReplyingCall, Route,
+    RouteTable)
 from pushengine.web.static import StaticFiles, static_root
 
 log = Logger()
@@ -91,7 +93,7 @@ class WebApp:
 
     def routes(self) -> list[Route]:
         return [
-            Route.post("/api/jsonrpc", self.jsonrpc, shape="rpc"),
+            Route.post("/api/jsonrpc", self.jsonrpc, shape="rpc", replies=True),
             Route.get("/api/jsonrpc", self.preflight, ("OPTIONS",), shape="rpc"),
             Route.post("/api/publish", self.publish),
             Route.get("/api/publish", self.preflight, ("OPTIONS",)),
@@ -108,7 +110,16 @@ class WebApp:
         return self._resource
 
     # -- calls (both fronts) -------------------------------------------------------
-    def jsonrpc(self, call: HttpCall, caller: Caller) -> Answer:
+    @overload
+    def jsonrpc(self, call: HttpCall, caller: Caller) -> Answer: ...
+
+    @overload
+    def jsonrpc(self, call: HttpCall, caller: Caller, reply: Reply) -> ReplyingAnswer: ...
+
+    def jsonrpc(self, call: HttpCall, caller: Caller,
+                reply: Reply | None = None) -> Answer | ReplyingAnswer:
+        """``reply`` (the fast front's): a call that waits writes its answer
+        with it (``ReplyingCall``) instead of answering a Deferred."""
         policy = self.policy
         if policy.api_keys.required and not policy.key_allowed(
                 call.query, call.header(KEY_HEADER)):
@@ -116,10 +127,18 @@ class WebApp:
         body = call.content()
         if body is None:
             return self.too_large
-        result = self.dispatcher.handle(body, caller)
-        if isinstance(result, RpcAnswer):     # (a plain class: no slow isinstance)
-            return rpc_answer(result)
-        return result.addCallback(rpc_answer)
+        if reply is None:
+            result = self.dispatcher.handle(body, caller)
+            if isinstance(result, RpcAnswer):     # (a plain class: no slow isinstance)
+                return rpc_answer(result)
+            return result.addCallback(rpc_answer)
+        answered = self.dispatcher.handle(body, caller,
+                                          lambda answer: reply(rpc_answer(answer)))
+        if isinstance(answered, RpcAnswer):
+            if answered.retry_after is None:    # (rpc_answer, inline: every poll's)
+                return HttpAnswer(answered.status, answered.body or b"")
+            return rpc_answer(answered)
+        return ReplyingCall(answered)
 
     def publish(self, call: HttpCall, caller: Caller) -> Answer:
         answer = self.publisher.handle(call.content(), caller)

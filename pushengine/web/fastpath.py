@@ -45,7 +45,8 @@ from pushengine.web.policy import (
     INTERNAL_ERROR, LINGER_BYTES, LINGER_SECONDS, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS,
     HttpPolicy, closing_answer,
     date_line, error_body, path_error, status_line, too_large_message, websocket_upgrade)
-from pushengine.web.routes import CallHandler, HttpAnswer, RouteTable, StreamHandler
+from pushengine.web.routes import (
+    CallHandler, HttpAnswer, ReplyingCall, ReplyingHandler, RouteTable, StreamHandler)
 from pushengine.web.sendnow import send_now
 from pushengine.web.timing import Clock, Timer
 
@@ -55,6 +56,8 @@ MAX_URL = 16 * 1024
 MAX_HEAD = 16 * 1024
 MAX_HEADERS = 500
 MAX_WAITING = 16          # parsed requests queued behind one being answered
+HEAD_CAP = 2048           # the longest request head remembered (``FastChannel._remember``)
+REMEMBER_CAP = 16 * 1024  # the longest request whose head is remembered, body included
 LENGTH_DIGITS = 18        # the longest Content-Length read
 # the bytes of a chunked body's framing (size lines, extensions, trailers)
 # beyond its data: CHUNK_LINE per chunk (twisted.web's longest chunk-size
@@ -96,6 +99,20 @@ class _Request:
         values = self.headers.get(name)
         return values[0] if values else None
 
+    def again(self, body: bytes) -> _Request:
+        """A request as this one parsed, with ``body`` (a head read again:
+        ``FastChannel._remember``). The headers are shared: no call changes them."""
+        r = _new_request(_Request)
+        r.method, r.url, r.path, r.headers = self.method, self.url, self.path, self.headers
+        r.parts = [body] if body else []
+        r.size = len(body)
+        r.too_large = r.upgrade = r.streamed = False
+        r.keep_alive = self.keep_alive
+        r.head_size, r.count, r.version = self.head_size, self.count, self.version
+        r.length, r.body = self.length, self.body
+        r.chunks = r.framing = 0
+        return r
+
     @property
     def query(self) -> bytes:
         return self.url.partition(b"?")[2]
@@ -129,6 +146,9 @@ class _Request:
         if body or self.method in (b"POST", b"PUT", b"PATCH"):
             lines.append(b"content-length: %d" % len(body))
         return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+_new_request = object.__new__
 
 
 class _Relay:
@@ -198,7 +218,8 @@ class FastChannel(Protocol):
         self.request: _Request | None = None
         self.waiting: deque[_Request] = deque()
         self.busy = False               # an answer is being made
-        self.answering: Deferred[HttpAnswer] | Deferred[HttpAnswer | None] | None = None
+        self.answering: Deferred[HttpAnswer] | Deferred[HttpAnswer | None] \
+            | ReplyingCall | None = None
         self.behind: Any = None           # the twisted.web HTTPChannel, once needed
         self.upgraded = False
         self.closing = False
@@ -224,6 +245,13 @@ class FastChannel(Protocol):
         self.lingered = 0
         self.linger_timer: Timer | None = None
         self.stream: Any = None          # the transport's protocol that took the connection
+        # the last request head read whole, and what it parsed to (``_remember``)
+        self.head: bytes | None = None
+        self.parsed: _Request | None = None
+        self.whole = 0                   # its head's length and its Content-Length
+        self.completed = 0               # requests completed in this call's bytes
+        self.last: _Request | None = None
+        self.replying: _Request | None = None  # the request a ReplyingCall answers
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -268,23 +296,75 @@ class FastChannel(Protocol):
         self.reading = True             # answers wait for the turn's end (send)
         try:
             r = self.request
-            if r is not None and r.body and r.length is None and not r.streamed and r.method:
-                data = self._chunked_body(r, data)
-            if data and not self.closing:
-                self._feed(data)
+            if r is None:
+                head = self.head
+                if head is not None and len(data) == self.whole and data.startswith(head) \
+                        and not self.busy and not self.waiting:
+                    self._again(data[len(head):])
+                else:
+                    self.completed = 0
+                    self._feed(data)
+                    if self.completed == 1 and self.request is None and not self.closing \
+                            and len(data) <= REMEMBER_CAP:
+                        self._remember(data)
+                    self.last = None
+            else:
+                if r.body and r.length is None and not r.streamed and r.method:
+                    data = self._chunked_body(r, data)
+                if data and not self.closing:
+                    self._feed(data)
         finally:
             self.reading = False
         if self.stream is not None:
             return
-        self._headers_on_the_clock()
         r = self.request
-        if r is not None and r.body and self.body_timer is None and not self.closing:
+        if r is None:
+            # every request read was whole (the common case): no deadline
+            # to start, and reading changes only when one of these holds
+            if self.paused or self.busy or self.behind_paused:
+                self._reading()
+            return
+        self._headers_on_the_clock()
+        if r.body and self.body_timer is None and not self.closing:
             # a body still to come after this turn's bytes: its deadline runs
             # from now (a request read whole in one call never needs the timer)
             deadline = self.factory.policy.body_deadline(r.length)
             if deadline is not None:
                 self.body_timer = self.factory.clock.callLater(deadline, self._body_too_slow)
         self._reading()
+
+    def _remember(self, data: bytes) -> None:
+        """``data`` was one whole request (``last``), read from its first
+        byte: keep its head and what it parsed to, so that the same head
+        again (a keep-alive client polling again sends the same method,
+        path and headers) is not parsed again (``_again``). Only a plain
+        call's head is kept: HTTP/1.1 kept alive, a Content-Length, no
+        Expect, no upgrade, within ``HEAD_CAP``; a head that differs by a
+        byte, another length, pipelined requests and anything malformed
+        go through the parser as before."""
+        r = self.last
+        if r is None or not self.factory.reuse_heads or r.length is None \
+                or not r.keep_alive or r.version != "1.1" or r.upgrade or r.streamed \
+                or b"expect" in r.headers or b"transfer-encoding" in r.headers \
+                or (r.method, r.path) not in self.factory.calls:
+            return
+        end = data.find(b"\r\n\r\n", 0, HEAD_CAP) + 4
+        if end < 4 or end + r.length != len(data):
+            return
+        self.head = data[:end]
+        self.parsed = r
+        self.whole = len(data)
+
+    def _again(self, body: bytes) -> None:
+        """The remembered head again, whole, with its body: the request the
+        parser made of that head (``_remember``), what its callbacks would do
+        for it done here. Its Content-Length passed the body limit when the
+        head was first read, and the parser stands between two requests."""
+        parsed = self.parsed
+        assert parsed is not None
+        self.header_armed = False
+        self.waiting.append(parsed.again(body))
+        self._next()
 
     def _chunked_body(self, r: _Request, data: bytes) -> bytes:
         """Feed what continues ``r``'s chunked body in slices, each of which
@@ -372,6 +452,7 @@ class FastChannel(Protocol):
             return
         self._cancel_timers()
         self.factory.outbox.forget(self.transport)
+        self.replying = None
         if self.answering is not None:
             d, self.answering = self.answering, None
             d.cancel()                  # a parked poll drops its waiter
@@ -485,6 +566,8 @@ class FastChannel(Protocol):
     def on_message_complete(self) -> None:
         r, self.request = self.request, None
         assert r is not None
+        self.completed += 1
+        self.last = r
         if self.body_timer is not None:
             self._cancel_body_timer()
         if r.streamed:
@@ -524,7 +607,21 @@ class FastChannel(Protocol):
                 self._write(r, 500, INTERNAL_ERROR)
 
     def _serve(self, r: _Request) -> None:
-        call = self.factory.calls.get((r.method, r.path))
+        factory = self.factory
+        key = (r.method, r.path)
+        replying = factory.replying.get(key)
+        if replying is not None:
+            # a call that waits writes its answer itself (``_reply``),
+            # possibly before it returns
+            self.replying = r
+            answer = replying(r, factory.caller(self, r), self._reply)
+            if type(answer) is HttpAnswer:
+                self.replying = None
+                self._write(r, answer.status, answer.body, answer.headers)
+            elif self.replying is r:
+                self.answering = answer
+            return
+        call = factory.calls.get(key)
         if call is None:
             stream = self.factory.streams.get((r.method, r.path))
             if stream is not None:
@@ -579,7 +676,7 @@ class FastChannel(Protocol):
         self.request = None
         self.waiting.clear()
         self.plain_caller = None
-        self.answering = None
+        self.answering = self.replying = None
         behind, self.behind = self.behind, None
         if behind is not None:
             # an earlier request was twisted.web's: its channel, idle, goes
@@ -597,6 +694,17 @@ class FastChannel(Protocol):
             transport.protocol = protocol if counted is None \
                 else _Counted(protocol, self.factory.policy, counted)
         return transport
+
+    def _reply(self, answer: HttpAnswer) -> None:
+        """A ``ReplyingCall``'s answer: written at once."""
+        r, self.replying = self.replying, None
+        self.answering = None
+        if r is None or self.closing:
+            return
+        try:
+            self._write(r, answer.status, answer.body, answer.headers)
+        except Exception:
+            self._lost(Failure(), r)
 
     def _answered(self, answer: HttpAnswer, r: _Request) -> None:
         self.answering = None
@@ -864,11 +972,13 @@ class FastSite:
         self.site = site
         self.policy = policy
         self.calls: dict[tuple[bytes, bytes], CallHandler] = routes.calls()
+        self.replying: dict[tuple[bytes, bytes], ReplyingHandler] = routes.replying()
         self.streams: dict[tuple[bytes, bytes], StreamHandler] = routes.streams()
         self.clock = clock
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
         self.outbox = Outbox(clock)
+        self.reuse_heads = True     # a head read again is not parsed again (_remember)
         # a 200 JSON answer on a kept-alive connection: head, length, tail, body
         self.ok_head = (status_line(200) + b"Content-Type: application/json\r\n"
                         b"Content-Length: ")

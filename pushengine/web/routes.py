@@ -6,7 +6,9 @@ answers it:
 - a *call* (``Route.call``): a POST the fast front answers itself from the
   bytes it parsed, and twisted.web from its request: the same function, fed
   an ``HttpCall`` and the caller, answering an ``HttpAnswer`` (or a Deferred
-  of one). ``POST /api/jsonrpc`` and ``POST /api/publish`` are calls.
+  of one). ``POST /api/jsonrpc`` and ``POST /api/publish`` are calls. A call
+  marked ``replies`` is also given a ``Reply`` by the fast front: one that
+  waits then answers a ``ReplyingCall`` and writes its answer itself.
 - a *page* (``Route.page``): a klein handler, ``request`` → bytes, a
   Resource or a Deferred, served by twisted.web only (the fast front hands
   such requests on, whole). ``Route.resource`` makes one of a Resource: the
@@ -27,7 +29,8 @@ front only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Protocol, Sequence, Union
+from typing import (
+    TYPE_CHECKING, Any, Callable, Iterable, Literal, Protocol, Sequence, Union, cast)
 
 from pushengine.api.caller import Caller
 
@@ -71,6 +74,30 @@ class HttpAnswer:
 
 Answer = Union[HttpAnswer, "Deferred[HttpAnswer]"]
 CallHandler = Callable[[HttpCall, Caller], Answer]
+# writes a call's answer on the connection the call came on
+Reply = Callable[[HttpAnswer], None]
+
+
+class ReplyingCall:
+    """A call that waits and, when it is done, writes its answer itself with
+    the ``Reply`` it was given (a parked poll woken by a change): one
+    callback on the Deferred it waits on frames the answer and writes it,
+    not a chain of callbacks per answer. ``cancel``: the client went away,
+    nothing is written (a parked poll drops its waiter)."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self, waiting: Deferred[Any]) -> None:
+        self.waiting = waiting
+
+    def cancel(self) -> None:
+        self.waiting.cancel()
+
+
+ReplyingAnswer = Union[HttpAnswer, ReplyingCall]
+# a call that may be given a Reply (``Route.replies``): with one, it answers
+# at once or with a ReplyingCall, never a Deferred
+ReplyingHandler = Callable[[HttpCall, Caller, Reply], ReplyingAnswer]
 
 
 class StreamRequest(HttpCall, Protocol):
@@ -113,11 +140,15 @@ class Route:
     branch: bool = False                # every path below ``path`` too
     shape: Shape = "plain"
     stream: StreamHandler | None = None  # a GET the fast front hands to a transport
+    # the call also takes a Reply as a third argument (``ReplyingHandler``)
+    replies: bool = False
 
     @classmethod
-    def post(cls, path: str, call: CallHandler, shape: Shape = "plain") -> Route:
-        """A call, answered by both fronts."""
-        return cls(path, ("POST",), call=call, shape=shape)
+    def post(cls, path: str, call: CallHandler, shape: Shape = "plain",
+             replies: bool = False) -> Route:
+        """A call, answered by both fronts; ``replies``: the fast front gives
+        it a Reply, and a call that waits writes its answer with it."""
+        return cls(path, ("POST",), call=call, shape=shape, replies=replies)
 
     @classmethod
     def get(cls, path: str, page: Page, methods: tuple[str, ...] = ("GET", "HEAD"),
@@ -153,6 +184,12 @@ class RouteTable:
         """What the fast front answers itself: (method, path) → call."""
         return {(method.encode("ascii"), route.target): route.call
                 for route in self.routes if route.call is not None
+                for method in route.methods or ()}
+
+    def replying(self) -> dict[tuple[bytes, bytes], ReplyingHandler]:
+        """The calls that take a Reply (``Route.replies``): (method, path) → call."""
+        return {(method.encode("ascii"), route.target): cast(ReplyingHandler, route.call)
+                for route in self.routes if route.call is not None and route.replies
                 for method in route.methods or ()}
 
     def streams(self) -> dict[tuple[bytes, bytes], StreamHandler]:

@@ -92,3 +92,73 @@ def test_identical_tells_apart_what_python_calls_equal():
 ))
 def test_the_quick_suspect_test_answers_as_the_one_regex(text):
     assert strictjson.suspect_text(text) == (strictjson._SUSPECT.search(text) is not None)
+
+
+# -- the shortcut of decode (one object, read by the C scanner alone) -----------------
+
+def _generic_decode(data: bytes) -> tuple[str, object]:
+    """What the generic path answers: ("value", value) or ("error", message)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            strictjson._text(data)
+        except UnsafeJSON as e:
+            return "error", str(e)
+    try:
+        return "value", strictjson._generic(text)
+    except UnsafeJSON as e:
+        return "error", str(e)
+
+
+def _decoded(data: bytes) -> tuple[str, object]:
+    try:
+        return "value", strictjson.decode(data, judge=False)[0]
+    except UnsafeJSON as e:
+        return "error", str(e)
+
+
+def _same(a: tuple[str, object], b: tuple[str, object]) -> bool:
+    # repr: NaN stands for itself (an _Invalid), and 0.0 is not -0.0
+    return a[0] == b[0] and repr(a[1]) == repr(b[1])
+
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8))
+_values = st.recursive(_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=8)
+_polls = st.builds(lambda sid, timeout, ack, id_: json.dumps(
+    {"jsonrpc": "2.0", "id": id_, "method": "session.get_events",
+     "params": [sid, timeout] + ([] if ack is None else [ack])}),
+    st.text(max_size=12), st.one_of(st.integers(0, 90), st.floats()),
+    st.one_of(st.none(), st.integers(-1, 10 ** 20)), st.one_of(st.integers(), st.text(max_size=4)))
+_bodies = st.one_of(
+    _polls,
+    st.dictionaries(st.text(max_size=6), _values, max_size=4).map(json.dumps),
+    _values.map(json.dumps))
+# ways to spoil a body: cut it, add or remove around it, change a byte
+_spoil = st.sampled_from(["", " ", "\n", "x", "}", "{", "]", ",", "\ud800", "NaN", "1e999"])
+
+
+@given(_bodies, _spoil, _spoil, st.integers(0, 60), st.integers(0, 60))
+def test_the_shortcut_answers_as_the_generic_path(body, before, after, cut, at):
+    variants = [body, before + body + after, body[:max(len(body) - cut, 0)],
+                body[:at] + after + body[at + 1:], body[:at] + before + body[at:]]
+    for text in variants:
+        data = text.encode("utf-8", "surrogatepass")
+        assert _same(_decoded(data), _generic_decode(data)), data
+
+
+@given(st.binary(max_size=40))
+def test_the_shortcut_answers_bytes_as_the_generic_path(tail):
+    for data in (b"{" + tail + b"}", b'{"a":' + tail + b"}", b"{}" + tail, tail):
+        assert _same(_decoded(data), _generic_decode(data)), data
+
+
+def test_the_shortcut_refuses_as_the_generic_path():
+    for data, why in [(b'{"a": 1} x', "Extra data"), (b'{"a": }', "Expecting value"),
+                      (b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}", "nesting deeper"),
+                      (b'{"a": "\xff"}', "not UTF-8")]:
+        kind, message = _decoded(data)
+        assert kind == "error" and why in str(message)
+        assert _same((kind, message), _generic_decode(data))
