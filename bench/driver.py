@@ -365,12 +365,16 @@ def amqp_unavailable() -> str | None:
 class Sampler(threading.Thread):
     """Samples the server's processes (RSS, CPU) and the engine's metrics."""
 
-    def __init__(self, server, interval: float = 0.25, metrics_every: float = 1.0) -> None:
+    def __init__(self, server, interval: float = 0.25, metrics_every: float = 1.0,
+                 until: tuple[str, float] | None = None) -> None:
         super().__init__(daemon=True)
         self.server = server
-        # /metrics costs the engine a walk over its views: scraped every second
-        # only where needed (held: when are all polls parked), else at phases
+        # /metrics costs the engine a walk over its sessions and views: scraped
+        # every second only where needed (held: when are all polls parked),
+        # else at phases; with ``until`` (a gauge and a value), no more once
+        # the gauge reached it, so that an idle window measures no scrapes
         self.metrics_every = metrics_every
+        self.until = until
         self.lock = threading.Lock()
         self.client_pid: int | None = None     # the loadgen, and its workers
         # (at, CPU seconds of all the loadgen's processes, of each)
@@ -413,6 +417,8 @@ class Sampler(threading.Thread):
             with self.lock:
                 self.metrics.append((at, m))
                 self.metrics.sort(key=lambda x: x[0])
+            if self.until is not None and m.get(self.until[0], -1) >= self.until[1]:
+                self.metrics_every = 0.0
 
     def stop(self) -> None:
         self.stopped.set()
@@ -567,7 +573,9 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None,
     if server_set:
         for pid in server.pids():
             pin(pid, server_set)
-    sampler = Sampler(server, metrics_every=1.0 if run.group == "held" else 0.0)
+    held_gauge = "polls_waiting" if run.transport == "longpoll" else "streams_open"
+    sampler = Sampler(server, metrics_every=1.0 if run.group == "held" else 0.0,
+                      until=(held_gauge, run.sessions) if run.group == "held" else None)
     result: dict[str, Any] = {"name": run.name, "group": run.group, "target": run.target,
                               "transport": run.transport, "loadgen_path": loadgen,
                               "sessions": run.sessions, "subs": run.subs, "rate": run.rate,
@@ -637,8 +645,7 @@ def run_one(run: Run, quiet: bool = False, profile_dir: str | None = None,
     elif run.group == "held":
         # idle once the server has parked every poll / taken every stream (its
         # own count says so)
-        gauge = "polls_waiting" if run.transport == "longpoll" else "streams_open"
-        parked = sampler.reached(gauge, lg["connected"], ph["set_up"], ph["idle_to"])
+        parked = sampler.reached(held_gauge, lg["connected"], ph["set_up"], ph["idle_to"])
         result["parked_seconds"] = parked - ph["set_up"] if parked else None
         if parked:
             ph["idle_from"] = max(ph["idle_from"], parked + 0.5)

@@ -233,3 +233,25 @@ def test_headers_h11_refuses_are_a_json_400_on_both_fronts() -> None:
     fast = refusal("fast", data=twice)
     assert fast == refusal("twisted", data=twice)
     assert fast == (400, {"error": {"code": -32600, "message": "bad request headers"}})
+
+
+def test_the_ping_frame_is_the_one_wsproto_builds() -> None:
+    """The heartbeat sends two constant bytes instead of framing a Ping per
+    socket: the same bytes wsproto's server writes for ``Ping(b"")``, with
+    and without permessage-deflate (control frames are never compressed)."""
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import AcceptConnection, Request
+    from wsproto.extensions import PerMessageDeflate
+
+    from pushengine.transports.websocket import PING_FRAME
+
+    for extensions in ([], [PerMessageDeflate()]):
+        server, client = WSConnection(ConnectionType.SERVER), WSConnection(ConnectionType.CLIENT)
+        server.receive_data(client.send(Request(host="x", target="/", extensions=extensions)))
+        next(server.events())
+        client.receive_data(server.send(AcceptConnection(extensions=[PerMessageDeflate()]
+                                                         if extensions else [])))
+        list(client.events())
+        assert server.send(Ping(b"")) == PING_FRAME
+        client.receive_data(PING_FRAME)
+        assert [type(e) for e in client.events()] == [Ping]
