@@ -80,10 +80,21 @@ def raise_nofile() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
+_PORTS_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on and that this process has not handed out
+    before: servers made together (bench/routing.py's nodes) are given
+    their ports before any of them binds, and the kernel may offer one
+    twice."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
 
 
 def cpu_list(text: str) -> set[int]:
@@ -135,6 +146,15 @@ def engine_source() -> str:
         return ""
 
 
+def port_open(port: int) -> bool:
+    """Something accepts connections on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def wait_http(url: str, seconds: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
@@ -181,11 +201,15 @@ class EngineServer:
 
     def start(self) -> "EngineServer":
         raise_nofile()  # inherited by the child: its `ulimit -n`
+        while port_open(self.port):     # taken since: another server would answer /health
+            self.port = free_port()
         self.proc = subprocess.Popen(self.command(), cwd=self.tmp.name, env=engine_env(),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      start_new_session=True)
         try:
             wait_http(self.url + "/health", 30, self.proc)
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"exited with {self.proc.returncode}")
         except RuntimeError as e:
             err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
             log = self.log_tail()

@@ -723,3 +723,27 @@ def test_ingest_cpu_runs_both_paths_at_a_tiny_size(tmp_path):
                          "http publish, 100 changes/body"}
     assert all(len(v) == 1 and v[0] > 0 for v in rows.values())
     assert "changes/s (wall" in done.stdout
+
+
+def test_free_ports_are_never_handed_out_twice(monkeypatch) -> None:
+    """Servers made together get their ports before any binds: the kernel
+    may offer a closed probe's port again (as here), and two nodes on one
+    port would look like one (the second's /health answered by the first)."""
+    offered = iter([40001, 40001, 40002, 40001, 40003])
+
+    class Probe:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def bind(self, address):
+            self.port = next(offered)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(driver, "_PORTS_GIVEN", set())
+    monkeypatch.setattr(driver.socket, "socket", Probe)
+    assert [driver.free_port() for _ in range(3)] == [40001, 40002, 40003]
