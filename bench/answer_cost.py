@@ -32,6 +32,9 @@ import sys
 import time
 from typing import Any, Callable
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from never_timer import never_timer  # noqa: E402
+
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURES = [("waiting_us", "µs CPU per answer, events waiting"),
            ("waiting_calls", "Python calls per answer, events waiting"),
@@ -62,25 +65,6 @@ def _stream(i: int, **extra: Any) -> Any:
     return Change("Stream", "upsert", i, {
         "id": i, "title": f"stream {i}", "user_id": 1, "live": True, "public": True,
         "created_at": f"2026-11-30T00:00:{i:02d}Z", "viewers": i, **extra})
-
-
-class _Timer:
-    """A timer that never fires: the timed work is the answers'."""
-
-    def __init__(self) -> None:
-        self.on = True
-
-    def active(self) -> bool:
-        return self.on
-
-    def cancel(self) -> None:
-        self.on = False
-
-    def reset(self, seconds: float) -> None:
-        pass
-
-    def delay(self, seconds: float) -> None:
-        pass
 
 
 def _counted(run: Callable[[], int]) -> float:
@@ -137,7 +121,7 @@ def woken(polls: int, changes: int = 5) -> tuple[float, float, float, float]:
     from tests.http.harness import ClockNode
     node = ClockNode("--http", "fast", "--client-rate", "0", "--max-client-sessions", "0",
                      "--max-client-connections", "0", "--max-sessions", "0")
-    node.clock.callLater = lambda delay, f, *a, **kw: _Timer()   # type: ignore[method-assign]
+    node.clock.callLater = never_timer   # type: ignore[method-assign]
     factory = node.http_factory()
     conns = []
     for i in range(polls):

@@ -29,6 +29,7 @@ from twisted.internet.address import IPv4Address  # noqa: E402
 from twisted.internet.testing import StringTransport  # noqa: E402
 
 from pushengine.app.tap import tune_gc  # noqa: E402
+from never_timer import never_timer  # noqa: E402
 from tests.http.harness import ClockNode, Http, Rpc  # noqa: E402
 
 
@@ -62,30 +63,11 @@ def measure(front: str, requests: int) -> float:
     return spent / (requests // 50 * 50)
 
 
-class _Timer:
-    """A timer that never fires: the timed work here is the answers'."""
-
-    def __init__(self) -> None:
-        self.on = True
-
-    def active(self) -> bool:
-        return self.on
-
-    def cancel(self) -> None:
-        self.on = False
-
-    def reset(self, seconds: float) -> None:
-        pass
-
-    def delay(self, seconds: float) -> None:
-        pass
-
-
 def without_timers(clock) -> None:
     """``Clock.callLater`` sorts all its calls each time (fine for tests,
     quadratic with thousands of timers); a reactor keeps a heap. Replace it
     with timers that cost what a heap push costs and never fire."""
-    clock.callLater = lambda delay, f, *a, **kw: _Timer()
+    clock.callLater = never_timer
 
 
 def on_a_reactor_heap(clock) -> Any:

@@ -31,53 +31,24 @@ import os
 import statistics
 import sys
 import time
-from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from twisted.internet.address import IPv4Address  # noqa: E402
-from twisted.internet.task import Clock  # noqa: E402
-from twisted.internet.testing import StringTransport  # noqa: E402
 from wsproto import ConnectionType  # noqa: E402
 from wsproto.connection import Connection  # noqa: E402
 from wsproto.events import TextMessage  # noqa: E402
 
 from pushengine.app.service import Node  # noqa: E402
-from pushengine.app.tap import Options  # noqa: E402
 from pushengine.core.changes import Change  # noqa: E402
+from sse_cpu import HOST, VIEW, CountingTransport, stream_obj  # noqa: E402
+from sse_cpu import node as sse_node  # noqa: E402
 
-HOST = IPv4Address("TCP", "127.0.0.1", 8080)
-VIEW = "PublicLiveStreamView"
 KEY = base64.b64encode(b"0123456789abcdef")
 
 
-class CountingTransport(StringTransport):
-    """A connection that keeps only the count of the bytes written to it
-    (a StringTransport would hold every event of every stream)."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(hostAddress=HOST, peerAddress=IPv4Address("TCP", "127.0.0.1", port))
-        self.written = 0
-
-    def write(self, data: bytes) -> None:
-        self.written += len(data)
-
-    def writeSequence(self, data: Any) -> None:
-        for piece in data:
-            self.written += len(piece)
-
-
-def stream_obj(n: int) -> dict:
-    return {"id": 1, "n": n, "title": "the benchmark's stream", "live": True,
-            "public": True, "created_at": "2030-01-01T00:00:00Z", "user_id": 1}
-
-
 def node() -> Node:
-    options = Options(environ={})
-    options.parseOptions(["--node-id", "bench", "--client-rate", "0",
-                          "--max-client-sessions", "0", "--max-client-connections", "0",
-                          "--max-sessions", "0"])
-    return Node(options, Clock())
+    """A node on a Clock with the fast front and no per-client limits."""
+    return sse_node("fast")
 
 
 def upgrade(deflate: bool) -> bytes:
