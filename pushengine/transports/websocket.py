@@ -22,7 +22,12 @@ wsproto's per-call machinery. The events' JSON is encoded once per view
 (``events.py``), and the frame of one batch once for every socket at the same
 seq position (``SharedFrames``): a socket at another position frames its own.
 On the fast front an event frame is sent straight away when nothing waits in
-the socket's buffer (``sendnow.py``).
+the socket's buffer (``sendnow.py``). The other cheap path is the client's
+answer to the heartbeat's ping: a read that is one empty pong and nothing
+else, while wsproto holds no part of a frame, only notes the pong
+(``WsConnection.dataReceived``; wsproto's frame decoder is private, so
+wsproto is pinned to the releases that have it, and any other shape of it
+leaves every read to wsproto).
 
 The handshake answers the subprotocol ``pushengine.jsonrpc`` when offered,
 refuses another ``Sec-WebSocket-Version`` with 426 naming 13, and negotiates
@@ -186,6 +191,18 @@ def _write(transport: Any, data: bytes) -> None:
     transport.write(data)
 
 
+def _between_frames(conn: Any) -> bool:
+    """wsproto's decoder holds no part of a frame and the connection is
+    open: bytes that make a whole frame can be read without it. False
+    whenever wsproto's private layout is not the one known here."""
+    try:
+        decoder = conn._proto._frame_decoder
+        return (decoder.header is None and not decoder.buffer.buffer
+                and conn.state is ConnectionState.OPEN)
+    except AttributeError:
+        return False
+
+
 class WsConnection(StreamProducer):
     """One WebSocket: calls in, answers and events out; the delivery of the
     session it carries.
@@ -254,6 +271,14 @@ class WsConnection(StreamProducer):
             self.heartbeat.add(self)
 
     def dataReceived(self, data: bytes) -> None:
+        # the client's answer to a ping, alone in its read: a masked empty
+        # pong (0x8A 0x80 and the mask); thousands of idle sockets send one
+        # each per ping interval, and wsproto's event machinery costs more
+        # than the rest of the read
+        if len(data) == 6 and data[0] == 0x8A and data[1] == 0x80 \
+                and self.later is None and _between_frames(self.conn):
+            self.last_pong = self.clock.seconds()
+            return
         try:
             self.conn.receive_data(data)
         except RemoteProtocolError as e:   # pragma: no cover - after a close
