@@ -33,7 +33,7 @@ import time
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from never_timer import never_timer  # noqa: E402
+from inprocess_http import connect, never_timer, request, subscribed  # noqa: E402
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURES = [("waiting_us", "µs CPU per answer, events waiting"),
@@ -42,22 +42,6 @@ FIGURES = [("waiting_us", "µs CPU per answer, events waiting"),
            ("woken_calls", "Python calls per woken poll's answer"),
            ("park_us", "µs CPU per poll parked again"),
            ("park_calls", "Python calls per poll parked again")]
-
-
-def _request(body: dict) -> bytes:
-    raw = json.dumps(body).encode()
-    return (b"POST /api/jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(raw), raw))
-
-
-def _connect(factory: Any, port: int) -> tuple[Any, Any]:
-    from twisted.internet.address import IPv4Address
-    from twisted.internet.testing import StringTransport
-    transport = StringTransport(hostAddress=IPv4Address("TCP", "127.0.0.1", 8080),
-                                peerAddress=IPv4Address("TCP", "127.0.0.1", port))
-    protocol = factory.buildProtocol(transport.getPeer())
-    protocol.makeConnection(transport)
-    return protocol, transport
 
 
 def _stream(i: int, **extra: Any) -> Any:
@@ -83,18 +67,18 @@ def waiting(requests: int) -> tuple[float, float]:
     from tests.http.harness import ClockNode
     node = ClockNode("--http", "fast", "--client-rate", "0")
     factory = node.http_factory()
-    protocol, transport = _connect(factory, 39999)
-    protocol.dataReceived(_request({"jsonrpc": "2.0", "id": 1, "method": "session.create"}))
+    protocol, transport = connect(factory, 39999)
+    protocol.dataReceived(request({"jsonrpc": "2.0", "id": 1, "method": "session.create"}))
     node.clock.advance(0)
     sid = json.loads(transport.value().split(b"\r\n\r\n", 1)[1])["result"]
-    protocol.dataReceived(_request({"jsonrpc": "2.0", "id": 2,
+    protocol.dataReceived(request({"jsonrpc": "2.0", "id": 2,
                                     "method": "stream.subscribe_public_live",
                                     "params": [sid, 50]}))
     node.clock.advance(0)
     node.engine.apply_changes([_stream(i) for i in range(10)])
-    one = _request({"jsonrpc": "2.0", "id": 1, "method": "session.get_events",
+    one = request({"jsonrpc": "2.0", "id": 1, "method": "session.get_events",
                     "params": [sid, 0, 0]})
-    conns = [_connect(factory, 40000 + i) for i in range(50)]
+    conns = [connect(factory, 40000 + i) for i in range(50)]
 
     def run(n: int) -> int:
         done = 0
@@ -123,23 +107,13 @@ def woken(polls: int, changes: int = 5) -> tuple[float, float, float, float]:
                      "--max-client-connections", "0", "--max-sessions", "0")
     node.clock.callLater = never_timer   # type: ignore[method-assign]
     factory = node.http_factory()
-    conns = []
-    for i in range(polls):
-        protocol, transport = _connect(factory, 10000 + i)
-        protocol.dataReceived(_request({"jsonrpc": "2.0", "id": 1, "method": "session.create"}))
-        sid = json.loads(transport.value().split(b"\r\n\r\n", 1)[1])["result"]
-        transport.clear()
-        protocol.dataReceived(_request({"jsonrpc": "2.0", "id": 2,
-                                        "method": "stream.subscribe_public_live",
-                                        "params": [sid, 1]}))
-        transport.clear()
-        conns.append((protocol, transport, sid))
+    conns = subscribed(factory, polls)
     state = {"n": 0}
 
     def park() -> int:
         n = state["n"]
         for (protocol, transport, sid) in conns:
-            protocol.dataReceived(_request({"jsonrpc": "2.0", "id": 3,
+            protocol.dataReceived(request({"jsonrpc": "2.0", "id": 3,
                                             "method": "session.get_events",
                                             "params": [sid, 30, n]}))
         return len(conns)

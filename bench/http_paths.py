@@ -17,7 +17,6 @@ Run it on a quiet machine; wrk figures are in bench/http_roundtrip.py.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -25,11 +24,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from twisted.internet.address import IPv4Address  # noqa: E402
-from twisted.internet.testing import StringTransport  # noqa: E402
 
 from pushengine.app.tap import tune_gc  # noqa: E402
-from never_timer import never_timer  # noqa: E402
+from inprocess_http import connect, never_timer, request, subscribed  # noqa: E402
 from tests.http.harness import ClockNode, Http, Rpc  # noqa: E402
 
 
@@ -43,15 +40,9 @@ def measure(front: str, requests: int) -> float:
     node.engine.apply_changes([Change("Stream", "upsert", i, {
         "id": i, "title": f"stream {i}", "user_id": 1, "live": True, "public": True,
         "created_at": f"2026-11-30T00:00:{i:02d}Z", "viewers": i}) for i in range(10)])
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session.get_events",
-                       "params": [sid, 0, 0]}).encode()
-    one = (b"POST /api/jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-    factory = node.http_factory()
-    transport = StringTransport(hostAddress=IPv4Address("TCP", "127.0.0.1", 8080),
-                                peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
-    protocol = factory.buildProtocol(transport.getPeer())
-    protocol.makeConnection(transport)
+    one = request({"jsonrpc": "2.0", "id": 1, "method": "session.get_events",
+                   "params": [sid, 0, 0]})
+    protocol, transport = connect(node.http_factory(), 40000)
     batch = one * 50
     start = time.process_time()
     for _ in range(requests // 50):
@@ -93,12 +84,6 @@ def on_a_reactor_heap(clock) -> Any:
     return reactor
 
 
-def request(body: dict) -> bytes:
-    raw = json.dumps(body).encode()
-    return (b"POST /api/jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(raw), raw))
-
-
 def measure_woken(front: str, polls: int, changes: int = 5,
                   heap: bool = False) -> tuple[float, float]:
     """CPU per answer of parked polls woken by one change, and per poll
@@ -115,20 +100,7 @@ def measure_woken(front: str, polls: int, changes: int = 5,
     if reactor is None:
         without_timers(node.clock)
     factory = node.http_factory()
-    conns = []
-    for i in range(polls):
-        transport = StringTransport(hostAddress=IPv4Address("TCP", "127.0.0.1", 8080),
-                                    peerAddress=IPv4Address("TCP", "127.0.0.1", 10000 + i))
-        protocol = factory.buildProtocol(transport.getPeer())
-        protocol.makeConnection(transport)
-        protocol.dataReceived(request({"jsonrpc": "2.0", "id": 1, "method": "session.create"}))
-        sid = json.loads(transport.value().split(b"\r\n\r\n", 1)[1])["result"]
-        transport.clear()
-        protocol.dataReceived(request({"jsonrpc": "2.0", "id": 2,
-                                       "method": "stream.subscribe_public_live",
-                                       "params": [sid, 1]}))
-        transport.clear()
-        conns.append((protocol, transport, sid))
+    conns = subscribed(factory, polls)
     spent = parking = 0.0
     for n in range(changes):
         polls_in = [request({"jsonrpc": "2.0", "id": 3, "method": "session.get_events",

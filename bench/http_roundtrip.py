@@ -36,6 +36,8 @@ import tempfile
 import time
 import urllib.request
 
+import fleet  # bench/: /proc sampling shared with the cluster benchmarks
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -57,12 +59,7 @@ def publish(port: int, changes: list) -> None:
 
 def cpu_seconds(pids: list[int]) -> float:
     """User and system CPU of ``pids`` so far (from /proc)."""
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    return sum(fleet.cpu_seconds(pid) for pid in pids)
 
 
 def start_engine(port: int, workdir: str, *extra: str,

@@ -40,7 +40,7 @@ from wsproto.events import TextMessage  # noqa: E402
 
 from pushengine.app.service import Node  # noqa: E402
 from pushengine.core.changes import Change  # noqa: E402
-from sse_cpu import HOST, VIEW, CountingTransport, stream_obj  # noqa: E402
+from sse_cpu import VIEW, CountingTransport, stream_obj  # noqa: E402
 from sse_cpu import node as sse_node  # noqa: E402
 
 KEY = base64.b64encode(b"0123456789abcdef")
