@@ -115,14 +115,21 @@ def line(r: dict) -> str:
             f"{r['ms_per_change']:.1f} ms per change)")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
+def parser(description: str | None) -> argparse.ArgumentParser:
+    """The options every in-process stream benchmark takes: how many
+    streams, how many events."""
+    p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--streams", type=int, default=1000, help="streams held (default 1000)")
     p.add_argument("--events", type=int, default=100,
                    help="events published to the view every stream carries (default 100)")
-    p.add_argument("--front", choices=["fast", "twisted"], default="fast")
     p.add_argument("--repeat", type=int, default=1)
+    return p
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--front", choices=["fast", "twisted"], default="fast")
     a = p.parse_args()
     if a.streams < 1 or a.events < 1:
         p.error("--streams and --events must be 1 or more")

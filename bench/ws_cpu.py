@@ -23,7 +23,6 @@ sits in first: copy it there) to compare two versions in the same run.
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import gc
 import json
@@ -40,7 +39,7 @@ from wsproto.events import TextMessage  # noqa: E402
 
 from pushengine.app.service import Node  # noqa: E402
 from pushengine.core.changes import Change  # noqa: E402
-from sse_cpu import VIEW, CountingTransport, stream_obj  # noqa: E402
+from sse_cpu import VIEW, CountingTransport, parser, stream_obj  # noqa: E402
 from sse_cpu import node as sse_node  # noqa: E402
 
 KEY = base64.b64encode(b"0123456789abcdef")
@@ -116,15 +115,10 @@ def line(r: dict) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--streams", type=int, default=1000, help="streams held (default 1000)")
-    p.add_argument("--events", type=int, default=100,
-                   help="events published to the view every stream carries (default 100)")
+    p = parser(__doc__)
     p.add_argument("--deflate", action="store_true", help="negotiate permessage-deflate")
     p.add_argument("--batch", type=int, default=1,
                    help="changes applied together: events per frame (default 1)")
-    p.add_argument("--repeat", type=int, default=1)
     a = p.parse_args()
     if a.streams < 1 or a.events < 1 or a.batch < 1:
         p.error("--streams, --events and --batch must be 1 or more")
