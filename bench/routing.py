@@ -2,6 +2,7 @@
 
     python bench/routing.py [--nodes 4] [--users 400] [--rates 100,200,400]
                             [--seconds 4] [--modes fanout,interest]
+                            [--node-cpu PERCENT]
 
 For each mode, ``--nodes`` ``twistd -n pushengine`` nodes on RabbitMQ
 (``--amqp-routing MODE``, a throw-away exchange of the mode's type), with
@@ -13,8 +14,10 @@ object for a user drawn uniformly) sends at each rate of ``--rates`` for
 what it should (every change in fanout, the changes of its users in interest
 mode: the nodes' /metrics), and reports per step:
 
-- the publish rate reached and the cluster's rate: changes applied per second
-  summed over the nodes, from the first publish to the last node done;
+- the publish rate reached; the rate the cluster took: changes published per
+  second, from the first publish until every node has applied its share
+  (behind the publisher, the broker queues what the nodes have not taken);
+  and the changes applied per second summed over the nodes;
 - each node's CPU (from /proc) in % of a core over the step, and in
   microseconds per published change.
 
@@ -23,8 +26,19 @@ its user must have come exactly once (``insert``), and nothing else; lost
 and duplicated events are counted per session and summed. The nodes are
 stopped, and the exchange and their queues deleted, by the script itself.
 
-Needs RabbitMQ on 127.0.0.1:5672 (guest/guest) and pika. The machine is
-shared: keep the rates small; the figure that matters is the CPU per
+``--nodes`` may list several cluster sizes (``1,2,4``): each mode runs once
+per size, so that one run shows how the rate a cluster takes grows (or not)
+with its nodes.
+
+``--node-cpu PERCENT`` caps each node at that share of one core once its
+sessions are set up (``bench/cpucap.py``, the kernel's CPU controller; needs
+root), and lifts the cap before the final check. On a machine with fewer cores
+than nodes, uncapped nodes share what the broker and the publisher leave, and
+the cluster's ceiling cannot show; capped, each node is a small machine of its
+own, and a rate above what the nodes can apply shows the ceiling of each mode.
+
+Needs RabbitMQ on 127.0.0.1:5672 (guest/guest) and pika. Uncapped on a shared
+machine, keep the rates small: the figure that matters is then the CPU per
 published change of each node, and how it changes between the modes.
 """
 from __future__ import annotations
@@ -45,6 +59,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
+from cpucap import CpuCap  # noqa: E402
 from driver import AMQP_URL, EngineServer  # noqa: E402
 
 from pushengine.amqp.routing import routing_key  # noqa: E402
@@ -94,9 +109,13 @@ def metric(node: EngineServer, name: str) -> float:
 
 
 class Cluster:
-    def __init__(self, mode: str, nodes: int, users: int, views_file: str) -> None:
+    def __init__(self, mode: str, nodes: int, users: int, views_file: str,
+                 node_cpu: float | None = None) -> None:
         tag = f"{os.getpid()}-{int(time.time())}"
+        self.tag = tag
         self.mode = mode
+        self.node_cpu = node_cpu
+        self.caps: list[CpuCap] = []
         self.exchange = f"pushengine.bench.routing.{mode}.{tag}"
         self.node_ids = [f"bench-routing-{mode}-{tag}-{i}" for i in range(nodes)]
         self.servers = [EngineServer(["--amqp", AMQP_URL, "--amqp-exchange", self.exchange,
@@ -115,10 +134,25 @@ class Cluster:
             sid = rpc(server.url, "session.create")
             rpc(server.url, "bench.subscribe_user", sid, user, 50)
             self.sessions[user] = (server, sid)
+        if self.node_cpu is not None:
+            for i, server in enumerate(self.servers):
+                cap = CpuCap(f"pushengine-bench-{self.tag}-{i}", self.node_cpu)
+                self.caps.append(cap)
+                for pid in server.pids():
+                    cap.add(pid)
+
+    def throttled(self) -> list[float]:
+        return [cap.throttled_seconds() for cap in self.caps]
+
+    def lift(self) -> None:
+        for cap in self.caps:
+            cap.lift()
 
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
+        for cap in self.caps:
+            cap.remove()
         try:
             import pika
             conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
@@ -131,9 +165,10 @@ class Cluster:
             print(f"  (could not delete {self.exchange}: {e})", file=sys.stderr)
 
 
-def run_mode(mode: str, args: argparse.Namespace, views_file: str) -> dict[str, Any]:
+def run_mode(mode: str, nodes: int, args: argparse.Namespace,
+             views_file: str) -> dict[str, Any]:
     import pika
-    cluster = Cluster(mode, args.nodes, args.users, views_file)
+    cluster = Cluster(mode, nodes, args.users, views_file, args.node_cpu)
     published: dict[int, list[int]] = {u: [] for u in cluster.users}
     steps = []
     try:
@@ -150,6 +185,7 @@ def run_mode(mode: str, args: argparse.Namespace, views_file: str) -> dict[str, 
         idle = [100 * (cpu_seconds(p) - c) / args.seconds for p, c in zip(pids, idle_cpu)]
         for rate in args.rates:
             before_cpu = [cpu_seconds(p) for p in pids]
+            before_throttled = cluster.throttled()
             before = [applied(s) for s in cluster.servers]
             count = int(rate * args.seconds)
             expected = [0] * len(cluster.servers)
@@ -181,7 +217,9 @@ def run_mode(mode: str, args: argparse.Namespace, views_file: str) -> dict[str, 
             total_applied = sum(done)
             steps.append({
                 "rate": rate, "published": count, "publish_rate": count / sent,
+                "taken_rate": count / took,
                 "cluster_rate": total_applied / took, "seconds": took,
+                "throttled_s": [t - b for t, b in zip(cluster.throttled(), before_throttled)],
                 "applied": done, "expected": expected,
                 "cpu_pct": [100 * c / took for c in cpu],
                 "cpu_us_per_published": [1e6 * c / count for c in cpu],
@@ -189,6 +227,7 @@ def run_mode(mode: str, args: argparse.Namespace, views_file: str) -> dict[str, 
                                              for c, i in zip(cpu, idle)],
             })
         conn.close()
+        cluster.lift()
         lost = duplicated = extra = 0
         for user, (server, sid) in cluster.sessions.items():
             events = rpc(server.url, "session.get_events", sid, 0)
@@ -197,7 +236,9 @@ def run_mode(mode: str, args: argparse.Namespace, views_file: str) -> dict[str, 
             lost += len(want - set(seen))
             duplicated += sum(n - 1 for i, n in seen.items() if n > 1)
             extra += sum(n for i, n in seen.items() if i not in want)
-        return {"mode": mode, "steps": steps, "idle_cpu_pct": idle, "lost": lost, "duplicated": duplicated,
+        return {"mode": mode, "nodes": nodes, "node_cpu": args.node_cpu, "steps": steps,
+                "exchange": cluster.exchange,
+                "queues": [f"pushengine.node.{node_id}" for node_id in cluster.node_ids], "idle_cpu_pct": idle, "lost": lost, "duplicated": duplicated,
                 "foreign": extra, "events_expected": sum(len(v) for v in published.values())}
     finally:
         cluster.stop()
@@ -205,29 +246,48 @@ def run_mode(mode: str, args: argparse.Namespace, views_file: str) -> dict[str, 
 
 def report(result: dict[str, Any]) -> None:
     idle = " ".join(f"{c:.1f}" for c in result["idle_cpu_pct"])
-    print(f"\n{result['mode']}: lost {result['lost']}, duplicated {result['duplicated']}, "
+    cap = "" if result["node_cpu"] is None else f", each capped at {result['node_cpu']:g} % of a core"
+    print(f"\n{result['mode']}, {result['nodes']} node(s){cap}: "
+          f"lost {result['lost']}, duplicated {result['duplicated']}, "
           f"foreign {result['foreign']} of {result['events_expected']} events; "
           f"idle CPU % per node {idle}")
-    print(f"{'rate':>6} {'published/s':>12} {'cluster/s':>10} {'s':>5}  "
+    print(f"{'rate':>6} {'published/s':>12} {'taken/s':>8} {'applied/s':>10} {'s':>5}  "
           f"{'CPU % per node':<28} {'CPU us per published change, per node (less idle)'}")
     for s in result["steps"]:
         cpu = " ".join(f"{c:5.1f}" for c in s["cpu_pct"])
         per = " ".join(f"{c:4.0f} ({n:3.0f})" for c, n in
                        zip(s["cpu_us_per_published"], s["net_cpu_us_per_published"]))
-        print(f"{s['rate']:>6} {s['publish_rate']:>12.0f} {s['cluster_rate']:>10.0f} "
-              f"{s['seconds']:>5.1f}  {cpu:<28} {per}")
+        print(f"{s['rate']:>6} {s['publish_rate']:>12.0f} {s['taken_rate']:>8.0f} "
+              f"{s['cluster_rate']:>10.0f} {s['seconds']:>5.1f}  {cpu:<28} {per}")
+
+
+def summary(results: list[dict[str, Any]]) -> None:
+    """The highest rate each cluster took, by mode and size, and its ratio to
+    the same mode on the fewest nodes."""
+    print("\nhighest rate taken (changes/s), and its ratio to the same mode on the fewest nodes:")
+    first: dict[str, float] = {}
+    for result in results:
+        best = max(s["taken_rate"] for s in result["steps"])
+        base = first.setdefault(result["mode"], best)
+        print(f"  {result['mode']:<9} {result['nodes']} node(s): {best:8.0f}  x{best / base:.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--nodes", default="4",
+                        help="the cluster's size, or several: 1,2,4")
     parser.add_argument("--users", type=int, default=400)
     parser.add_argument("--rates", default="100,200,400")
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--modes", default="fanout,interest")
+    parser.add_argument("--node-cpu", type=float, default=None, metavar="PERCENT",
+                        help="cap each node at this share of one core (needs root)")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
     args.rates = [int(r) for r in args.rates.split(",")]
+    args.nodes = [int(n) for n in args.nodes.split(",")]
+    if args.node_cpu is not None and not args.node_cpu > 0:
+        parser.error("--node-cpu must be more than 0")
     total = sum(args.rates) * args.seconds
     if total / args.users > 40:
         parser.error("more than 40 objects per user on average: a view shows 50 at "
@@ -237,10 +297,13 @@ def main() -> None:
         views_file = f.name
     results = []
     try:
-        for mode in args.modes.split(","):
-            result = run_mode(mode, args, views_file)
-            report(result)
-            results.append(result)
+        for nodes in args.nodes:
+            for mode in args.modes.split(","):
+                result = run_mode(mode, nodes, args, views_file)
+                report(result)
+                results.append(result)
+        if len(args.nodes) > 1 or len(results) > 1:
+            summary(results)
     finally:
         os.unlink(views_file)
     if args.json:
