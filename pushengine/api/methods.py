@@ -319,20 +319,24 @@ class Api:
 
         return self._at_seq(sid, ack, lambda session: self._poll(session, timeout, ack))
 
-    def _poll(self, session: Session, timeout: float,
-              ack: int | None) -> Deferred[RawUTF8] | RawUTF8:
+    def _poll(self, session: Session, timeout: float, ack: int | None,
+              reply: Callable[[RawUTF8], object] | None = None) -> Any:
         self._count_online(session)
         self.hooks.polled(session)
+        if reply is not None:
+            return self.poller.get_events_to(session, float(timeout), ack, reply)
         return self.poller.get_events(session, float(timeout), ack)
 
-    def get_events_shortcut(self, params: list, caller: Any) -> Callable[[], Any] | None:
+    def get_events_shortcut(self, params: list, caller: Any) -> Callable[[Any], Any] | None:
         """The common ``session.get_events`` call, prepared for the
         dispatcher's shortcut (``rpc.Method.shortcut``): positional params
         ``[sid, timeout]`` or ``[sid, timeout, ack]``, a session this node
         holds, a timeout of 0 to 10**9 seconds, an ack within the session's
         numbering, over HTTP. Returns the poll to run, or None when the call
         is anything else: the method itself then answers it, errors and
-        resumption included, so they keep one source."""
+        resumption included, so they keep one source. The poll, run with a
+        reply, answers a parked poll by calling it (``Poller.get_events_to``);
+        with None, it answers a Deferred."""
         if getattr(caller, "channel", None) is not None or not 2 <= len(params) <= 3:
             return None
         sid, timeout = params[0], params[1]
@@ -346,7 +350,7 @@ class Api:
         if ack is not None and (type(ack) is not int or not
                                 0 <= ack <= self.sessions.last_seq(session)):
             return None
-        return lambda: self._poll(session, timeout, ack)
+        return lambda reply: self._poll(session, timeout, ack, reply)
 
     # -- streams (SSE, WebSocket) ----------------------------------------------
     def stream(self, sid: Any, delivery: Delivery, last_seq: int | None) -> Any:

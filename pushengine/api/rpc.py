@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+from functools import partial
 from typing import Any, Callable, Union, overload
 
 from twisted.internet.defer import CancelledError, Deferred, gatherResults, succeed
@@ -35,6 +36,7 @@ from pushengine.core import strictjson
 from pushengine.core.errors import (
     ApiError, BadParams, InvalidRequest, MethodNotFound, ParseError, RateLimited)
 from pushengine.core.events import RawJSON, RawUTF8
+from pushengine.core.interfaces import Waiting
 
 log = Logger()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -43,8 +45,11 @@ MAX_ITEMS = 100
 _ID_LIMIT = strictjson.MAX_SAFE_INTEGER
 
 # ``shortcut(params, caller)``: the call prepared from positional params it
-# has fully checked, or None to let the method's function answer it
-Shortcut = Callable[[list[Any], Any], Union[Callable[[], Any], None]]
+# has fully checked, or None to let the method's function answer it. The
+# prepared call is run with a reply (a call that waits answers by calling
+# it once, and returns something with ``cancel``) or with None (a call that
+# waits returns a Deferred)
+Shortcut = Callable[[list[Any], Any], Union[Callable[[Any], Any], None]]
 
 
 def encode(value: Any) -> str:
@@ -179,18 +184,19 @@ class Dispatcher:
 
     @overload
     def handle(self, body: bytes, caller: Caller | None,
-               then: Callable[[RpcAnswer], object]) -> RpcAnswer | Deferred[Any]: ...
+               then: Callable[[RpcAnswer], object]) -> RpcAnswer | Waiting: ...
 
     def handle(self, body: bytes, caller: Caller | None = None,
-               then: Callable[[RpcAnswer], object] | None = None) -> Answered | Deferred[Any]:
+               then: Callable[[RpcAnswer], object] | None = None) -> Answered | Waiting:
         """The answer (``RpcAnswer``), or a Deferred firing with it when a
         call waits (a long-poll, a store query). Calls that answer at once
         cost no Deferred at all: every poll is one. ``caller`` is who sent
         the body, as the transport knows it. ``then``: a call that waits
         hands its answer to ``then`` from the one callback it adds to what
-        it waits on (a woken poll's answer is written straight away, not
-        passed down a chain of callbacks); the Deferred returned then only
-        serves to cancel, and ``then`` is not called once it is cancelled."""
+        it waits on, or from the reply a prepared call is given (a woken
+        poll's answer is written straight away: no Deferred); what is
+        returned then only serves to cancel, and ``then`` is not called once
+        it is cancelled."""
         try:
             # each call is judged on its own (_run): no scan here
             request, _ = strictjson.decode(body, judge=False)
@@ -221,7 +227,7 @@ class Dispatcher:
 
     # -- one call -------------------------------------------------------------------
     def _one(self, call: Any, caller: Caller | None,
-             then: Callable[[RpcAnswer], object] | None = None) -> Answered | Deferred[Any]:
+             then: Callable[[RpcAnswer], object] | None = None) -> Answered | Waiting:
         """Run one call: its answer (NOTHING for a notification), or a
         Deferred firing with it (or handing it to ``then``: ``handle``)."""
         if type(call) is dict and type(id_ := call.get("id")) is int \
@@ -241,7 +247,15 @@ class Dispatcher:
         try:
             if method is not None and method.shortcut is not None and type(params) is list \
                     and (run := method.shortcut(params, caller)) is not None:
-                result = run()      # the params fully checked by the method itself
+                # the params fully checked by the method itself
+                if then is None:
+                    result = run(None)
+                else:
+                    result = run(partial(self._answer_to, then, name, id_, modern,
+                                         notification))
+                    if type(result) is not RawUTF8 and not isinstance(result, Deferred):
+                        waiting: Waiting = result   # waits, and answers through then
+                        return waiting
             else:
                 result = self._run(method, name, params, caller)
         except Exception:
@@ -299,6 +313,12 @@ class Dispatcher:
     def _reply(self, result: Any, then: Callable[[RpcAnswer], object], name: str, id_: Any,
                modern: bool, notification: bool) -> None:
         """The one callback of a call that waits with ``then`` (``handle``)."""
+        then(self._answered(result, name, id_, modern, notification))
+
+    def _answer_to(self, then: Callable[[RpcAnswer], object], name: str, id_: Any,
+                   modern: bool, notification: bool, result: Any) -> None:
+        """The reply of a prepared call that waits (``Shortcut``): its
+        answer, framed, handed to ``then``."""
         then(self._answered(result, name, id_, modern, notification))
 
     def _reply_failed(self, f: Failure, then: Callable[[RpcAnswer], object], name: str,

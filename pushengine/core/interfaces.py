@@ -167,6 +167,13 @@ class SegmentLookup(Protocol):
         in (none without contacts); fails when the store cannot answer."""
 
 
+class Waiting(Protocol):
+    """A call that answers later through the reply it was given."""
+
+    def cancel(self) -> None:
+        """The caller went away: answer nothing."""
+
+
 class Poller(Protocol):
     """Long-polling (``pushengine.transports.longpoll.LongPolling``): what
     the API's ``session.get_events`` answers with."""
@@ -175,3 +182,8 @@ class Poller(Protocol):
                    ack: int | None) -> "Deferred[RawUTF8] | RawUTF8":
         """The events waiting (up to ``ack`` dropped first) at once, or a
         Deferred of them when none wait: parked for ``timeout`` seconds."""
+
+    def get_events_to(self, session: "Session", timeout: float, ack: int | None,
+                      reply: Callable[["RawUTF8"], object]) -> "RawUTF8 | Waiting":
+        """As ``get_events``, a parked poll answering by calling ``reply``
+        once (no Deferred per poll): the events at once, or the poll."""

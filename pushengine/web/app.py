@@ -37,7 +37,7 @@ from pushengine.web.policy import (
     INTERNAL_ERROR, JSON, KEY_HEADER, HttpPolicy, first, json_bytes, path_error, query_of,
     rpc_error, stream_error)
 from pushengine.web.routes import (
-    Answer, CallHandler, HttpAnswer, HttpCall, Reply, ReplyingAnswer, ReplyingCall, Route,
+    Answer, CallHandler, HttpAnswer, HttpCall, Reply, ReplyingAnswer, Route,
     RouteTable)
 from pushengine.web.static import StaticFiles, static_root
 
@@ -138,7 +138,7 @@ class WebApp:
             if answered.retry_after is None:    # (rpc_answer, inline: every poll's)
                 return HttpAnswer(answered.status, answered.body or b"")
             return rpc_answer(answered)
-        return ReplyingCall(answered)
+        return answered         # a ReplyingCall: a parked poll, or a Deferred
 
     def publish(self, call: HttpCall, caller: Caller) -> Answer:
         answer = self.publisher.handle(call.content(), caller)

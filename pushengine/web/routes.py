@@ -78,20 +78,13 @@ CallHandler = Callable[[HttpCall, Caller], Answer]
 Reply = Callable[[HttpAnswer], None]
 
 
-class ReplyingCall:
+class ReplyingCall(Protocol):
     """A call that waits and, when it is done, writes its answer itself with
-    the ``Reply`` it was given (a parked poll woken by a change): one
-    callback on the Deferred it waits on frames the answer and writes it,
-    not a chain of callbacks per answer. ``cancel``: the client went away,
-    nothing is written (a parked poll drops its waiter)."""
+    the ``Reply`` it was given (a parked poll woken by a change: the poll
+    calls the reply, no Deferred is fired per answer). ``cancel``: the
+    client went away, nothing is written (a parked poll drops its waiter)."""
 
-    __slots__ = ("waiting",)
-
-    def __init__(self, waiting: Deferred[Any]) -> None:
-        self.waiting = waiting
-
-    def cancel(self) -> None:
-        self.waiting.cancel()
+    def cancel(self) -> None: ...
 
 
 ReplyingAnswer = Union[HttpAnswer, ReplyingCall]

@@ -135,7 +135,7 @@ def poll_methods(run=None, func_answer="generic", seen=None):
 
 
 def test_a_taken_call_never_reaches_the_method() -> None:
-    methods, seen = poll_methods(run=lambda: RawJSON('[{"seq":1}]'))
+    methods, seen = poll_methods(run=lambda reply: RawJSON('[{"seq":1}]'))
     d = Dispatcher(methods)
     assert d.handle(b'{"jsonrpc":"2.0","id":7,"method":"poll","params":[1]}') == \
         RpcAnswer(b'{"jsonrpc":"2.0","result":[{"seq":1}],"id":7}')
@@ -153,7 +153,7 @@ def test_a_declined_call_is_answered_by_the_method() -> None:
 
 def test_shapes_the_shortcut_never_sees() -> None:
     """Only valid calls with positional params reach a shortcut."""
-    methods, seen = poll_methods(run=lambda: 1)
+    methods, seen = poll_methods(run=lambda reply: 1)
     d = Dispatcher(methods)
     for body in [b'{"jsonrpc":"2.0","id":1,"method":"poll","params":{"a":1}}',
                  b'{"jsonrpc":"2.0","id":1,"method":"poll"}',
@@ -180,7 +180,7 @@ def test_every_valid_call_with_positional_params_may_take_the_shortcut(body, ans
     """One path: a notification, any valid id, extra members, the calls of a
     batch reach the shortcut like the plainest call, and are answered as the
     method would answer them."""
-    for run in (lambda: 1, None):
+    for run in (lambda reply: 1, None):
         methods, seen = poll_methods(run=run, func_answer=1)
         got = Dispatcher(methods).handle(body)
         assert got.body == answer
@@ -190,7 +190,7 @@ def test_every_valid_call_with_positional_params_may_take_the_shortcut(body, ans
 
 def test_a_call_is_admitted_once_whichever_path_answers_it() -> None:
     admitted = []
-    for run in (lambda: 1, None):
+    for run in (lambda reply: 1, None):
         methods, _ = poll_methods(run=run)
         admitted.clear()
         d = Dispatcher(methods, admit=lambda caller, n: admitted.append(n) or 0)
@@ -200,7 +200,7 @@ def test_a_call_is_admitted_once_whichever_path_answers_it() -> None:
 
 def test_a_refused_call_runs_nothing() -> None:
     ran = []
-    methods, _ = poll_methods(run=lambda: ran.append(1))
+    methods, _ = poll_methods(run=lambda reply: ran.append(1))
     d = Dispatcher(methods, admit=lambda caller, n: 2.5)
     answer = d.handle(b'{"jsonrpc":"2.0","id":4,"method":"poll","params":[1]}')
     assert answer.status == 429 and answer.retry_after == 2.5
@@ -223,7 +223,7 @@ def test_a_lone_call_refused_by_a_limit_is_a_429_and_a_batch_is_not() -> None:
 
 def test_a_parked_call_answers_when_it_fires_or_not_at_all() -> None:
     parked = Deferred()
-    methods, _ = poll_methods(run=lambda: parked)
+    methods, _ = poll_methods(run=lambda reply: parked)
     d = Dispatcher(methods)
     answer = d.handle(b'{"jsonrpc":"2.0","id":"p","method":"poll","params":[1]}')
     got = []
@@ -231,7 +231,7 @@ def test_a_parked_call_answers_when_it_fires_or_not_at_all() -> None:
     parked.callback(RawJSON("[]"))
     assert got == [RpcAnswer(b'{"jsonrpc":"2.0","result":[],"id":"p"}')]
     cancelled = Deferred()
-    methods, _ = poll_methods(run=lambda: cancelled)
+    methods, _ = poll_methods(run=lambda reply: cancelled)
     answer = Dispatcher(methods).handle(b'{"id":1,"method":"poll","params":[1]}')
     got = []
     answer.addCallback(got.append)
@@ -239,10 +239,34 @@ def test_a_parked_call_answers_when_it_fires_or_not_at_all() -> None:
     assert got == [NOTHING] and NOTHING.body is None    # the client went away
 
 
+def test_a_prepared_call_that_waits_answers_through_then_once() -> None:
+    """With ``then`` (the fast front), a prepared call gets a reply instead
+    of returning a Deferred: what it returns serves to cancel, and calling
+    the reply hands ``then`` the framed answer."""
+    class Parked:
+        cancelled = False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+    replies, parked = [], Parked()
+    methods, _ = poll_methods(run=lambda reply: replies.append(reply) or parked)
+    seen: list[RpcAnswer] = []
+    answer = Dispatcher(methods).handle(
+        b'{"jsonrpc":"2.0","id":"p","method":"poll","params":[1]}', None, seen.append)
+    assert answer is parked and len(replies) == 1 and not seen
+    replies[0](RawJSON('[{"seq":2}]'))
+    assert seen == [RpcAnswer(b'{"jsonrpc":"2.0","result":[{"seq":2}],"id":"p"}')]
+    # without then, the prepared call is run with no reply
+    methods, _ = poll_methods(run=lambda reply: replies.append(reply) or 7)
+    assert Dispatcher(methods).handle(b'{"jsonrpc":"2.0","id":1,"method":"poll",'
+                                      b'"params":[1]}').body == b'{"jsonrpc":"2.0","result":7,"id":1}'
+    assert replies[-1] is None
+
+
 def test_failures_are_answered_as_errors_without_detail() -> None:
     errors = []
-    for run in (lambda: 1 / 0, lambda: fail(ZeroDivisionError()),
-                lambda: fail(BadParams("no"))):
+    for run in (lambda reply: 1 / 0, lambda reply: fail(ZeroDivisionError()),
+                lambda reply: fail(BadParams("no"))):
         methods, _ = poll_methods(run=run)
         answer = Dispatcher(methods, on_error=errors.append).handle(
             b'{"jsonrpc":"2.0","id":3,"method":"poll","params":[1]}')

@@ -295,24 +295,69 @@ def test_an_answered_or_cancelled_poll_leaves_the_wheel():
 
 
 def test_a_parked_poll_is_one_object_and_leaves_no_cycle():
-    """The session's delivery is the Deferred the caller gets (no second
-    object, no canceller closure per poll), and parking, answering,
-    replacing, timing out and cancelling leave nothing for the collector."""
+    """The session's delivery is the poll the Deferred the caller gets
+    stands for (no canceller closure per poll), and parking, answering,
+    replacing, timing out and cancelling leave nothing for the collector:
+    the two refer to each other only until the poll ends."""
     engine, clock, poller = node()
     sessions = [engine.sessions.create() for _ in range(50)]
     gc.collect()
     gc.disable()
     try:
+        answers, parked = [], []
         for s in sessions:
             d = poller.get_events(s, 30, None)
-            assert s.delivery is d
-            poller.get_events(s, 30, None)          # replaces it: []
-        for s in sessions[:25]:
-            d = s.delivery
+            assert s.delivery is d.poll
+            d.addCallback(answers.append)
+            parked.append(poller.get_events(s, 30, None))   # replaces it: []
+        assert answers == [b"[]"] * 50
+        for d in parked[:25]:
             d.cancel()
             d.addErrback(lambda f: f.trap(CancelledError))
+        assert [s.delivery for s in sessions[:25]] == [None] * 25
         clock.advance(31)                           # the others time out
-        del d
+        del d, parked
+        assert gc.collect() == 0
+        # the fast front's kind: a poll that calls its reply, no Deferred
+        replies: list = []
+        for s in sessions:
+            parked = poller.get_events_to(s, 30, None, replies.append)
+            assert s.delivery is parked and not replies
+        for s in sessions[:25]:
+            s.delivery.cancel()
+        clock.advance(31)
+        assert replies == [b"[]"] * 25
+        del parked
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_a_reply_that_fails_is_logged_and_the_other_polls_still_answer():
+    """A change wakes many polls in one pass: one reply raising must not
+    stop the others, and it is called once only."""
+    engine, clock, poller = node()
+    sessions = [engine.sessions.create() for _ in range(3)]
+    for s in sessions:
+        engine.sessions.subscribe(s, engine.catalog.views["Live"].bind({}, s.user, None))
+    calls: list[bytes] = []
+
+    def bad(events):
+        calls.append(events)
+        raise RuntimeError("the connection broke")
+    replies: list[bytes] = []
+    for i, s in enumerate(sessions):
+        poller.get_events(s, 0, None)               # the initial state, taken
+        poller.get_events_to(s, 30, None, bad if i == 1 else replies.append)
+    logged: list = []
+    globalLogPublisher.addObserver(logged.append)
+    try:
+        engine.apply_changes([upsert({"id": 1, "n": 1, "live": True, "public": True})])
+        clock.advance(31)
+    finally:
+        globalLogPublisher.removeObserver(logged.append)
+    assert len(replies) == 2 and all(json.loads(r)[0]["action"] == "insert" for r in replies)
+    assert len(calls) == 1
+    assert [e["log_failure"].value.args for e in logged if "log_failure" in e] == [
+        ("the connection broke",)]
+    assert all(s.delivery is None for s in sessions)
