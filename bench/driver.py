@@ -33,6 +33,13 @@ window (publishing; the answers of an answers run; the wait of a held run)
 and prints its hottest functions; the speedscope file goes to
 ``bench/results/profile-<time>/``.
 
+``--repeat N`` runs the whole list N times over, in rounds (each scenario's
+servers one after the other within a round, as without it). Each pushengine
+run is compared with its peers' runs of the same round, and a target is
+judged on the median round, with every round's figure and in how many it
+was met printed beside it: one run's p99 ratio can swing by ×2 on a shared
+two-core machine.
+
 Ratios are pushengine / peer: below 1 is better for memory, latency and CPU,
 above 1 is better for answers and deliveries per second. A run where a
 loadgen process passed 60 % of a core is marked LOADGEN-BOUND: its figures
@@ -822,9 +829,11 @@ def is_stream(r: dict) -> bool:
 
 
 def run_key(r: dict) -> tuple:
-    """What a pushengine run and its peers' runs have in common (Run.key)."""
+    """What a pushengine run and its peers' runs have in common (Run.key),
+    and the round of ``--repeat`` it belongs to: a pushengine run is
+    compared with its peers' runs of the same round."""
     return (r["group"], r.get("transport", "longpoll"), r["sessions"], r["subs"],
-            r["rate"], r["batch"])
+            r["rate"], r["batch"], r.get("repeat", 0))
 
 
 def peer_runs(results: list[dict]) -> dict[tuple, dict]:
@@ -842,7 +851,9 @@ def compare(results: list[dict]) -> list[dict]:
         if r["target"] != PUSHENGINE or "error" in r:
             continue
         mine = row_figures(r)
-        row: dict[str, Any] = {"name": r["name"], "group": r["group"],
+        row: dict[str, Any] = {"name": r["name"] + (f" #{r['repeat'] + 1}" if r.get("repeat")
+                                                    is not None else ""),
+                               "group": r["group"],
                                "transport": r.get("transport", "longpoll"),
                                "pushengine": mine, "ratios": {},
                                "loadgen_bound": [PUSHENGINE] if r["loadgen"].get(
@@ -963,38 +974,68 @@ def print_saturation(rows: list[dict]) -> None:
 def hold_targets(results: list[dict], targets: list[Target]) -> list[dict]:
     """Every target whose run is in the results: the figure reached, the
     peers' figures of the same run, and whether it is met. A run (or the
-    peer run a ratio needs) whose loadgen was the bottleneck is not judged."""
+    peer run a ratio needs) whose loadgen was the bottleneck is not judged.
+    With ``--repeat``, every round of the run is held to the target with
+    its peers' runs of the same round, and the verdict is the median's
+    (``rounds``: each round's value; ``met_in``: in how many it was met)."""
     peers = peer_runs(results)
     out = []
     for t in targets:
-        run = next((r for r in results if "error" not in r and t.matches(r)), None)
-        if run is None:
+        rounds = [judge(t, run, peers) for run in results
+                  if "error" not in run and t.matches(run)]
+        if not rounds:
             continue
-        figure = row_figures(run).get(t.figure)
-        value = figure
-        others = {p: peers.get((p, run_key(run))) for p in PEERS}
-        versus = others.get(t.versus) if t.versus else None
-        if t.versus:
-            theirs = row_figures(versus).get(t.figure) if versus else None
-            value = figure / theirs if figure is not None and theirs else None
-        lost = run["loadgen"].get("lost")
-        bound = [r["target"] for r in (run, versus)
-                 if r is not None and r["loadgen"].get("loadgen_bound")]
-        if value is None:
-            verdict = "not measured"
-        elif bound:
-            verdict = f"not judged: loadgen-bound ({', '.join(bound)})"
-        else:
-            met = value >= t.limit if t.above else value < t.limit
-            if t.nothing_lost and lost:
-                met = False
-            verdict = "met" if met else "missed"
-        out.append({"target": t.text, "run": run["name"], "figure": t.figure,
-                    "value": figure, "ratio_to": t.versus or None,
-                    "ratio": value if t.versus else None, "limit": t.limit,
-                    "lost": lost if t.nothing_lost else None, "verdict": verdict,
-                    "peers": {p: row_figures(o).get(t.figure) for p, o in others.items() if o}})
+        if len(rounds) == 1:
+            out.append(rounds[0])
+            continue
+        judged = [r for r in rounds if r["verdict"] in ("met", "missed")]
+        row = dict(rounds[0])
+        row["rounds"] = [r["ratio"] if t.versus else r["value"] for r in rounds]
+        row["met_in"] = f"{sum(r['verdict'] == 'met' for r in judged)} of {len(judged)}"
+        if judged:
+            middle = sorted(judged, key=lambda r: r["ratio"] if t.versus else r["value"])
+            median = middle[(len(middle) - 1) // 2] if len(middle) % 2 else None
+            if median is None:      # an even count: the mean of the middle two
+                a, b = middle[len(middle) // 2 - 1], middle[len(middle) // 2]
+                key = "ratio" if t.versus else "value"
+                median = dict(a, **{key: (a[key] + b[key]) / 2})
+                value = median[key]
+                met = value >= t.limit if t.above else value < t.limit
+                median["verdict"] = "met" if met else "missed"
+            lost = sum(r["lost"] or 0 for r in judged) if t.nothing_lost else None
+            row.update(value=median["value"], ratio=median["ratio"], lost=lost,
+                       peers=median["peers"], run=median["run"],
+                       verdict="missed" if lost else median["verdict"])
+        out.append(row)
     return out
+
+
+def judge(t: Target, run: dict, peers: dict[tuple, dict]) -> dict:
+    """One run held to one target, with its peers' runs of the same round."""
+    figure = row_figures(run).get(t.figure)
+    value = figure
+    others = {p: peers.get((p, run_key(run))) for p in PEERS}
+    versus = others.get(t.versus) if t.versus else None
+    if t.versus:
+        theirs = row_figures(versus).get(t.figure) if versus else None
+        value = figure / theirs if figure is not None and theirs else None
+    lost = run["loadgen"].get("lost")
+    bound = [r["target"] for r in (run, versus)
+             if r is not None and r["loadgen"].get("loadgen_bound")]
+    if value is None:
+        verdict = "not measured"
+    elif bound:
+        verdict = f"not judged: loadgen-bound ({', '.join(bound)})"
+    else:
+        met = value >= t.limit if t.above else value < t.limit
+        if t.nothing_lost and lost:
+            met = False
+        verdict = "met" if met else "missed"
+    return {"target": t.text, "run": run["name"], "figure": t.figure,
+            "value": figure, "ratio_to": t.versus or None,
+            "ratio": value if t.versus else None, "limit": t.limit,
+            "lost": lost if t.nothing_lost else None, "verdict": verdict,
+            "peers": {p: row_figures(o).get(t.figure) for p, o in others.items() if o}}
 
 
 def print_targets(rows: list[dict]) -> None:
@@ -1008,6 +1049,12 @@ def print_targets(rows: list[dict]) -> None:
         if row["lost"] is not None:
             reached += f", lost {row['lost']:,}"
         peers = ", ".join(f"{p} {fmt_fig(row['figure'], v)}" for p, v in row["peers"].items())
+        if row.get("rounds"):
+            each = ", ".join("-" if v is None else (f"x{v:.2f}" if row["ratio_to"]
+                                                     else fmt_fig(row["figure"], v))
+                             for v in row["rounds"])
+            reached = (f"median of {len(row['rounds'])} rounds: {reached}; each: {each}; "
+                       f"met in {row['met_in']}")
         print(f"  {row['target']}: {reached} -> {row['verdict']}"
               + (f" [{peers}]" if peers else "") + f"  ({row['run']})")
 
@@ -1127,12 +1174,17 @@ def main() -> None:
                    help="run py-spy record on the engine during each run's measured window")
     p.add_argument("--out", default="", help="results file (default bench/results/<time>.json)")
     p.add_argument("--quiet", action="store_true", help="no live line from the loadgen")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the whole list N times over, in rounds; targets are judged "
+                        "on the median round, each round against its peers' runs")
     p.add_argument("--loadgen", default=LOADGEN,
                    help="the load generator to run (another version's loadgen.py, to compare)")
     p.add_argument("--merge-into", default="",
                    help="put these runs into an earlier results file (replacing runs of "
                         "the same name and server) instead of a new one")
     a = p.parse_args()
+    if a.repeat < 1:
+        p.error("--repeat must be 1 or more")
     try:
         cpu_list(a.server_cpus), cpu_list(a.loadgen_cpus)
     except ValueError as e:
@@ -1179,10 +1231,12 @@ def main() -> None:
     doc: dict[str, Any] = {"machine": machine(), "suite": "profile" if a.profile else a.suite,
                            "started": stamp, "skipped": skip, "runs": results}
     t0 = time.time()
-    for run in runs:
+    rounds = [(i, run) for i in range(a.repeat) for run in runs]
+    for i, run in rounds:
         if run.target in skip or run.group in skip:
             continue
-        print(f"== {run.target} {run.name}" + (f" ({run.note})" if run.note else ""),
+        print(f"== {run.target} {run.name}" + (f" ({run.note})" if run.note else "")
+              + (f" [round {i + 1} of {a.repeat}]" if a.repeat > 1 else ""),
               file=sys.stderr, flush=True)
         try:
             r = run_one(run, quiet=a.quiet, profile_dir=profile_dir, loadgen=a.loadgen,
@@ -1192,6 +1246,8 @@ def main() -> None:
                  "transport": run.transport,
                  "sessions": run.sessions, "subs": run.subs, "rate": run.rate,
                  "batch": run.batch, "error": f"{type(e).__name__}: {e}"}
+        if a.repeat > 1:
+            r["repeat"] = i
         results.append(r)
         print(describe(r), flush=True)
         if r.get("profile"):
@@ -1210,8 +1266,9 @@ def main() -> None:
     if a.merge_into:
         with open(a.merge_into) as f:
             old = json.load(f)
-        fresh = {(r["name"], r["target"]) for r in results}
-        old["runs"] = [r for r in old["runs"] if (r["name"], r["target"]) not in fresh]
+        fresh = {(r["name"], r["target"], r.get("repeat")) for r in results}
+        old["runs"] = [r for r in old["runs"]
+                       if (r["name"], r["target"], r.get("repeat")) not in fresh]
         old["runs"] += results
         old.setdefault("merged", []).append({"started": stamp, "runs": sorted(fresh)})
         doc, out = old, a.merge_into

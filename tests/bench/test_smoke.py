@@ -648,6 +648,41 @@ def test_targets_are_not_judged_on_a_loadgen_bound_run():
     driver.print_targets(list(rows.values()))
 
 
+def test_repeated_rounds_are_paired_by_round_and_judged_on_the_median(capsys):
+    """--repeat: each pushengine run is held to its peer's run of the same
+    round, and the verdict is the median round's, the rounds shown."""
+    target = next(t for t in scenarios.targets() if t.transport == "longpoll"
+                  and t.group == "fanout" and t.versus == "nchan")
+    rounds = [(0.36, 0.30), (0.40, 0.25), (0.35, 0.25)]     # x1.20, x1.60, x1.40
+    results = []
+    for i, (mine, theirs) in enumerate(rounds):
+        for server, p99 in (("pushengine", mine), ("nchan", theirs)):
+            r = fanout_result(server, 10_000, 1, 10_000, 10_000, False, p99=p99,
+                              transport="longpoll")
+            r["repeat"] = i
+            results.append(r)
+    [row] = driver.hold_targets(results, [target])
+    assert row["rounds"] == pytest.approx([1.2, 1.6, 1.4])
+    assert row["ratio"] == pytest.approx(1.4) and row["verdict"] == "met"
+    assert row["met_in"] == "2 of 3" and row["value"] == 0.35
+    # an even count: the mean of the middle two (x1.40, x1.60 -> x1.50: missed)
+    [row] = driver.hold_targets(results + [
+        dict(fanout_result("pushengine", 10_000, 1, 10_000, 10_000, False, p99=0.5,
+                           transport="longpoll"), repeat=3),
+        dict(fanout_result("nchan", 10_000, 1, 10_000, 10_000, False, p99=0.25,
+                           transport="longpoll"), repeat=3)], [target])
+    assert row["ratio"] == pytest.approx(1.5) and row["verdict"] == "missed"
+    assert row["met_in"] == "2 of 4"
+    driver.print_targets([row])
+    assert "median of 4 rounds" in capsys.readouterr().out
+    # the comparison pairs rounds too: round 2's ratio is its own
+    rows = driver.compare(results)
+    assert [r["name"] for r in rows] == ["fanout-longpoll-10000-1/s #1",
+                                         "fanout-longpoll-10000-1/s #2",
+                                         "fanout-longpoll-10000-1/s #3"]
+    assert rows[1]["ratio"]["p99"] == pytest.approx(1.6)
+
+
 def test_the_scale_targets_hold_every_stream_run_to_the_peers():
     """Every streaming fan-out run of the targets suite is held to nchan's
     p99 (within x1.5) and, over WebSocket, to Socket.IO's (ahead of it)."""
