@@ -1164,6 +1164,7 @@ def main() -> None:
     p.add_argument("--transports", default="longpoll,sse,ws",
                    help="how sessions receive events: longpoll, sse, ws (comma-separated)")
     p.add_argument("--sessions", type=int, default=0, help="only runs with this many sessions")
+    p.add_argument("--rates", default="", help="only runs at these changes/s, comma-separated")
     p.add_argument("--profile", action="store_true",
                    help="run the profile scenarios with py-spy attached to the engine")
     p.add_argument("--server-cpus", default="",
@@ -1197,8 +1198,13 @@ def main() -> None:
     groups = {g for g in a.only.split(",") if g}
     targets = {t for t in a.targets.split(",") if t}
     transports = {t for t in a.transports.split(",") if t}
+    try:
+        rates = {float(x) for x in a.rates.split(",") if x}
+    except ValueError:
+        p.error("--rates takes numbers, comma-separated")
     runs = [r for r in runs if (not groups or r.group in groups) and r.target in targets
-            and r.transport in transports and (not a.sessions or r.sessions == a.sessions)]
+            and r.transport in transports and (not a.sessions or r.sessions == a.sessions)
+            and (not rates or float(r.rate) in rates)]
     os.makedirs(RESULTS, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = a.out or os.path.join(RESULTS, f"{stamp}{'-profile' if a.profile else ''}.json")
