@@ -27,7 +27,7 @@ import gc
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -72,8 +72,12 @@ def node(front: str) -> Node:
     return Node(options, Clock())
 
 
-def run(streams: int, events: int, front: str) -> dict:
-    n = node(front)
+def open_streams(n: Node, streams: int, open_stream: Callable[[CountingTransport, Any], None],
+                 what: str) -> list[CountingTransport]:
+    """``streams`` sessions on the shared view, each with a stream that
+    ``open_stream(transport, session)`` opens on a connection of its own
+    (the bytes a client sends); the view's current object, replayed on
+    subscribing, already written. Returns the connections' transports."""
     engine = n.engine
     engine.apply_changes([Change("Stream", "upsert", 1, stream_obj(0))])
     bound = n.catalog.views[VIEW].bind({}, None, 1)
@@ -86,13 +90,23 @@ def run(streams: int, events: int, front: str) -> dict:
         protocol = factory.buildProtocol(transport.getPeer())
         transport.protocol = protocol
         protocol.makeConnection(transport)
-        protocol.dataReceived(b"GET /api/events?session=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                              % session.id.encode())
+        open_stream(transport, session)
         n.reactor.advance(0)
-        assert session.delivery is not None, "the stream did not open"
+        assert session.delivery is not None, f"the {what} did not open"
         transports.append(transport)
-    # the view's current object, replayed on subscribing, is written first
     engine.apply_changes([Change("Stream", "upsert", 1, stream_obj(1))])
+    return transports
+
+
+def run(streams: int, events: int, front: str) -> dict:
+    n = node(front)
+    engine = n.engine
+
+    def open_stream(transport: CountingTransport, session: Any) -> None:
+        transport.protocol.dataReceived(
+            b"GET /api/events?session=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            % session.id.encode())
+    transports = open_streams(n, streams, open_stream, "stream")
     gc.collect()
     written_before = sum(t.written for t in transports)
     out_before = engine.sessions.events_out

@@ -30,6 +30,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -39,7 +40,7 @@ from wsproto.events import TextMessage  # noqa: E402
 
 from pushengine.app.service import Node  # noqa: E402
 from pushengine.core.changes import Change  # noqa: E402
-from sse_cpu import VIEW, CountingTransport, parser, stream_obj  # noqa: E402
+from sse_cpu import CountingTransport, open_streams, parser, stream_obj  # noqa: E402
 from sse_cpu import node as sse_node  # noqa: E402
 
 KEY = base64.b64encode(b"0123456789abcdef")
@@ -66,27 +67,14 @@ def changes(start: int, batch: int) -> list[Change]:
 def run(streams: int, events: int, deflate: bool, batch: int) -> dict:
     n = node()
     engine = n.engine
-    engine.apply_changes([Change("Stream", "upsert", 1, stream_obj(0))])
-    bound = n.catalog.views[VIEW].bind({}, None, 1)
-    factory = n.http_factory()
-    transports = []
-    for i in range(streams):
-        session = engine.sessions.create()
-        engine.sessions.subscribe(session, bound)
-        transport = CountingTransport(10_000 + i)
-        protocol = factory.buildProtocol(transport.getPeer())
-        transport.protocol = protocol
-        protocol.makeConnection(transport)
-        protocol.dataReceived(upgrade(deflate))
+
+    def open_socket(transport: CountingTransport, session: Any) -> None:
+        transport.protocol.dataReceived(upgrade(deflate))
         attach = Connection(ConnectionType.CLIENT).send(TextMessage(json.dumps(
             {"jsonrpc": "2.0", "id": 1, "method": "session.attach",
              "params": [session.id, 0]})))
         transport.protocol.dataReceived(attach)
-        n.reactor.advance(0)
-        assert session.delivery is not None, "the socket did not attach"
-        transports.append(transport)
-    # the view's current object, replayed on subscribing, is written first
-    engine.apply_changes([Change("Stream", "upsert", 1, stream_obj(1))])
+    transports = open_streams(n, streams, open_socket, "socket")
     gc.collect()
     gc.freeze()                          # as a node does once started (--gc-freeze)
     gc.set_threshold(50_000, 20, 100)

@@ -264,9 +264,9 @@ class Dispatcher:
         if type(result) is not RawUTF8 and isinstance(result, Deferred):
             if then is not None:
                 waits: Deferred[Any] = result
-                return waits.addCallbacks(self._reply, self._reply_failed,
-                                           callbackArgs=(then, name, id_, modern, notification),
-                                           errbackArgs=(then, name, id_, modern, notification))
+                return waits.addCallbacks(
+                    partial(self._answer_to, then, name, id_, modern, notification),
+                    self._reply_failed, errbackArgs=(then, name, id_, modern, notification))
             return result.addCallbacks(self._answered, self._failed,
                                        callbackArgs=(name, id_, modern, notification),
                                        errbackArgs=(name, id_, modern, notification))
@@ -310,15 +310,11 @@ class Dispatcher:
                 data, b"%d" % id_ if type(id_) is int else _id_bytes(id_)))
         return RpcAnswer(b"[" + data + b"]")
 
-    def _reply(self, result: Any, then: Callable[[RpcAnswer], object], name: str, id_: Any,
-               modern: bool, notification: bool) -> None:
-        """The one callback of a call that waits with ``then`` (``handle``)."""
-        then(self._answered(result, name, id_, modern, notification))
-
     def _answer_to(self, then: Callable[[RpcAnswer], object], name: str, id_: Any,
                    modern: bool, notification: bool, result: Any) -> None:
-        """The reply of a prepared call that waits (``Shortcut``): its
-        answer, framed, handed to ``then``."""
+        """The answer of a call that waits with ``then`` (``handle``), framed
+        and handed to ``then``: the reply a prepared call is given, or the
+        one callback on the Deferred another call returns."""
         then(self._answered(result, name, id_, modern, notification))
 
     def _reply_failed(self, f: Failure, then: Callable[[RpcAnswer], object], name: str,

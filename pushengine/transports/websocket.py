@@ -164,9 +164,7 @@ class SharedFrames:
                 self._last_kind, self._last_first, self._last_one = deflater, first, one
                 self._last = made
             return made
-        made = None if deflater is None else deflated_events_frame(deflater, first, fragments)
-        if made is None:
-            made = events_frame(first, fragments)
+        made = any_events_frame(deflater, first, fragments)
         self.made += 1
         size = len(made)
         if size <= self.max_bytes:
@@ -180,11 +178,15 @@ class SharedFrames:
         return made
 
 
-def deflated_events_frame(deflater: Deflater, first: int,
-                          fragments: Sequence[Fragment]) -> bytes | None:
-    """The compressed ``events`` frame (None when every event was dropped)."""
-    payload = deflater.events(first, fragments)
-    return None if payload is None else frame(payload, True)
+def any_events_frame(deflater: Deflater | None, first: int,
+                     fragments: Sequence[Fragment]) -> bytes:
+    """The ``events`` frame as a socket with ``deflater`` sends it:
+    compressed, or plain without one (or when the compressor kept nothing)."""
+    if deflater is not None:
+        payload = deflater.events(first, fragments)
+        if payload is not None:
+            return frame(payload, True)
+    return events_frame(first, fragments)
 
 
 def _write(transport: Any, data: bytes) -> None:
@@ -490,9 +492,7 @@ class WsConnection(StreamProducer):
         if frames is not None:
             self.send(self.transport, frames.frame(self.deflater, first, fragments))
             return
-        data = None if self.deflater is None \
-            else deflated_events_frame(self.deflater, first, fragments)
-        self.send(self.transport, data or events_frame(first, fragments))
+        self.send(self.transport, any_events_frame(self.deflater, first, fragments))
 
     def writable(self) -> bool:
         return not self.paused and not self.closed and not self.answering \

@@ -698,13 +698,10 @@ class FastChannel(Protocol):
     def _reply(self, answer: HttpAnswer) -> None:
         """A ``ReplyingCall``'s answer: written at once."""
         r, self.replying = self.replying, None
-        self.answering = None
-        if r is None or self.closing:
+        if r is None:
+            self.answering = None
             return
-        try:
-            self._write(r, answer.status, answer.body, answer.headers)
-        except Exception:
-            self._lost(Failure(), r)
+        self._answered(answer, r)
 
     def _answered(self, answer: HttpAnswer, r: _Request) -> None:
         self.answering = None
