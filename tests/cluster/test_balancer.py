@@ -73,7 +73,11 @@ def balanced(tmp_path: Path):
 
 
 def served_by(port: int) -> dict[str, tuple[int, str]]:
-    """Each session's answer: its status and the server haproxy chose."""
+    """Each session's answer: its status and the server haproxy chose.
+
+    A request in flight on a node at the moment haproxy marks it down is cut
+    (``on-marked-down shutdown-sessions``, as the configuration intends); it
+    is recorded as status 0, so that a wait for a state looks again."""
     out = {}
     for sid in SESSIONS:
         try:
@@ -82,6 +86,8 @@ def served_by(port: int) -> dict[str, tuple[int, str]]:
                 out[sid] = (r.status, r.headers.get("X-Pushengine-Node", ""))
         except urllib.error.HTTPError as e:
             out[sid] = (e.code, e.headers.get("X-Pushengine-Node", ""))
+        except ConnectionError:
+            out[sid] = (0, "")
     return out
 
 
