@@ -184,9 +184,10 @@ def held_note(n: int) -> str:
 
 
 # a held stream run's idle window (seconds after the last stream connected):
-# longer than the engine's --stream-ping (30 s, a ping 30 to 40 s after a
-# stream's last write), so that the idle CPU of the most held streams counts
-# one ping of every stream, as it would over any longer while
+# longer than the engine's --ws-ping (30 s, a ping 30 to 31 s after a
+# socket's last write), so that the idle CPU of the most held streams counts
+# one ping of every WebSocket, as it would over any longer while (an SSE
+# stream, --sse-ping 15, gets two or three)
 STREAM_IDLE = 45.0
 
 

@@ -39,7 +39,9 @@ DEFAULTS = {
     "client-rate": 200.0,
     "trusted-proxies": [],
     "ping-interval": 30.0,
-    "stream-ping": 30.0,
+    "sse-ping": 15.0,
+    "ws-ping": 30.0,
+    "stream-ping": None,
     "online-period": 60.0,
     "amqp": None,
     "amqp-exchange": "pushengine.changes",
@@ -193,7 +195,8 @@ def test_every_string_option_reads_its_variable(name: str) -> None:
 @pytest.mark.parametrize("name", [n for n, _, _, parse in PARAMETERS if parse is not None])
 def test_every_number_option_reads_its_variable(name: str) -> None:
     options = parse(environ={env_name(name): "7"})
-    assert options[name] == 7 and type(options[name]) is type(DEFAULTS[name])
+    kind = float if DEFAULTS[name] is None else type(DEFAULTS[name])   # none unless given
+    assert options[name] == 7 and type(options[name]) is kind
 
 
 @pytest.mark.parametrize("value", ["", "0", "false", "no", "off"])
@@ -404,7 +407,9 @@ def test_make_service_freezes_after_start_up_with_the_option(monkeypatch) -> Non
 
 
 @pytest.mark.parametrize("argv, sse, ws", [
-    ((), 30.0, 30.0),                                   # the default
+    ((), 15.0, 30.0),                   # the defaults: SSE's from SPEC section 10
+    (("--sse-ping", "20"), 20.0, 30.0),
+    (("--ws-ping", "45"), 15.0, 45.0),
     (("--stream-ping", "50"), 50.0, 50.0),
     # a WebSocket with no session must be pinged twice within the idle timeout
     (("--stream-ping", "50", "--idle-timeout", "60"), 50.0, 30.0),
@@ -424,7 +429,8 @@ def test_the_streams_are_pinged_after_stream_ping_seconds(argv, sse, ws) -> None
     assert found == {EventsResource: sse, WebSocketResource: ws}
 
 
+@pytest.mark.parametrize("option", ["--stream-ping", "--sse-ping", "--ws-ping"])
 @pytest.mark.parametrize("bad", ["0", "-1", "nan", "soon"])
-def test_stream_ping_must_be_a_positive_number(bad) -> None:
+def test_stream_ping_must_be_a_positive_number(option, bad) -> None:
     with pytest.raises(usage.UsageError):
-        parse("--stream-ping", bad)
+        parse(option, bad)

@@ -191,10 +191,10 @@ class Node:
         from pushengine.transports.websocket import WebSocketResource
         from pushengine.web.openrpc import openrpc_route
         sse = EventsResource(self.api, self.policy, self.reactor,
-                             ping_interval=self.options["stream-ping"])
+                             ping_interval=self.options["sse-ping"])
         ws = WebSocketResource(self.dispatcher, self.engine.sessions, self.policy, self.reactor,
                                self.options["max-body"], self.options["idle-timeout"],
-                               ping_interval=self.options["stream-ping"])
+                               ping_interval=self.options["ws-ping"])
         # the fast front hands these streams' connections to their transport
         routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream",
                                  stream=sse.stream),

@@ -59,9 +59,11 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("trusted-proxies", None, "CIDRs of reverse proxies whose X-Forwarded-For names the "
      "client, e.g. 127.0.0.1/32,10.0.0.0/8.", None),
     ("ping-interval", 30.0, "Seconds between pings of a quiet view.", float),
-    ("stream-ping", 30.0, "Seconds of silence after which an SSE stream gets a comment and a "
-     "WebSocket a ping frame (sent 0 to a third of that later): keeps proxies from closing "
-     "quiet streams and finds dead peers.", float),
+    ("sse-ping", 15.0, "Seconds of silence after which an SSE stream gets a ': ping' comment "
+     "(within a second more): keeps proxies from closing quiet streams.", float),
+    ("ws-ping", 30.0, "Seconds of silence after which a WebSocket gets a ping frame (within a "
+     "second more): keeps proxies from closing quiet sockets and finds dead peers.", float),
+    ("stream-ping", None, "Sets --sse-ping and --ws-ping at once.", float),
     ("online-period", 60.0, "Seconds a polling session counts as online.", float),
     ("amqp", None, "RabbitMQ URL, amqp://user:pass@host:5672/vhost.", None),
     ("amqp-exchange", None, "The exchange of changes (default pushengine.changes, a fanout "
@@ -129,7 +131,10 @@ class Options(usage.Options):
                     raise usage.UsageError(f"--{name} must be a number, not {value!r}")
         if self["idle-timeout"] is None:
             self["idle-timeout"] = self["max-timeout"] + 30.0
-        for name in ("session-timeout", "max-timeout", "ping-interval", "stream-ping", "online-period",
+        if self["stream-ping"] is not None:
+            self["sse-ping"] = self["ws-ping"] = self["stream-ping"]
+        for name in ("session-timeout", "max-timeout", "ping-interval", "sse-ping", "ws-ping",
+                     "online-period",
                      "demo-rate", "header-timeout", "idle-timeout", "body-timeout"):
             if not self[name] > 0 or not math.isfinite(self[name]):
                 raise usage.UsageError(f"--{name} must be a number greater than 0")

@@ -46,7 +46,7 @@ from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 
 log = Logger()
-PING_INTERVAL = 30.0    # --stream-ping: 30 to 40 s of silence, under the common 60 s proxy timeouts
+PING_INTERVAL = 15.0    # --sse-ping: a comment after 15 s of silence (SPEC section 10)
 HEAD = b": open\n\n"
 RETRY = b"retry: 3000\n"          # with the stream's first message
 PING = b": ping\n\n"

@@ -67,7 +67,7 @@ from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 
 log = Logger()
-PING_INTERVAL = 30.0
+PING_INTERVAL = 30.0              # --ws-ping: a ping frame after 30 s of silence
 PING_FRAME = b"\x89\x00"          # a server's ping, empty: FIN, opcode 9, unmasked
 TOO_BIG, UNSUPPORTED, GOING_AWAY, NORMAL, POLICY = 1009, 1003, 1001, 1000, 1008
 SUBPROTOCOL = "pushengine.jsonrpc"

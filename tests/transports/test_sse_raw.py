@@ -112,9 +112,17 @@ def test_events_follow_the_first_with_the_retry_then_pings() -> None:
     assert chunks[2].startswith(b"id: 2\ndata: {")
     assert [e["seq"] for e in events_in(chunks)] == [1, 2]
     assert sum(c.count(b"retry:") for c in chunks) == 1
-    node.clock.advance(41)                          # 30 s of silence, one sweep's step
+    # SPEC section 10: a ": ping" comment after 15 s of silence (within
+    # the heartbeat's one-second step), then again after each 15 s more
+    node.clock.pump([0.25] * 59)                    # 14.75 s
+    _, chunks = split(raw.transport.value())
+    assert chunks[-1] != b": ping\n\n"
+    node.clock.pump([0.25] * 5)                     # 16 s
     _, chunks = split(raw.transport.value())
     assert chunks[-1] == b": ping\n\n"
+    node.clock.pump([0.25] * 60)                    # 31 s
+    _, chunks = split(raw.transport.value())
+    assert chunks[-2:] == [b": ping\n\n"] * 2
 
 
 @pytest.mark.parametrize("how", ["header", "query"])
