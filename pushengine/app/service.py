@@ -97,6 +97,19 @@ class _ClientFigures:
                 "tracked": len(self.rate.buckets)}
 
 
+class _PingFigures:
+    """The streams' heartbeats, for /metrics: the pings each has sent."""
+
+    counter_names = ("sse", "ws")
+
+    def __init__(self, sse: Any, ws: Any) -> None:
+        self.sse = sse
+        self.ws = ws
+
+    def stats(self) -> dict[str, int]:
+        return {"sse": self.sse.pings, "ws": self.ws.pings}
+
+
 class Node:
     """Everything one engine node is made of, built from options."""
 
@@ -195,6 +208,7 @@ class Node:
         ws = WebSocketResource(self.dispatcher, self.engine.sessions, self.policy, self.reactor,
                                self.options["max-body"], self.options["idle-timeout"],
                                ping_interval=self.options["ws-ping"])
+        self.sources["pings"] = _PingFigures(sse.heartbeat, ws.heartbeat)
         # the fast front hands these streams' connections to their transport
         routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream",
                                  stream=sse.stream),

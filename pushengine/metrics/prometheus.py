@@ -159,6 +159,11 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
                                                        "or outside their time window"),
     ("admin", "nodes"): (GAUGE, None, "Nodes whose statistics the admin hub holds"),
     ("admin", "pages"): (GAUGE, None, "Sessions of admin pages subscribed to the statistics"),
+    # the streams' heartbeats
+    ("pings", "sse"): (COUNTER, None, "': ping' comments written to SSE streams after "
+                                      "--sse-ping seconds of silence"),
+    ("pings", "ws"): (COUNTER, None, "Ping frames sent to WebSockets after --ws-ping seconds "
+                                     "of silence"),
     # per-client limits
     ("clients", "rate_limited"): (COUNTER, None, "Requests refused because their client passed "
                                                  "--client-rate"),

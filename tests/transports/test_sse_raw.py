@@ -125,6 +125,21 @@ def test_events_follow_the_first_with_the_retry_then_pings() -> None:
     assert chunks[-2:] == [b": ping\n\n"] * 2
 
 
+def test_the_pings_are_counted_in_metrics() -> None:
+    node = ClockNode()
+    sid = session(node)
+    open_stream(node, f"session={sid}")
+
+    def pings() -> dict[str, float]:
+        text = Http(node.web.resource()).get("/metrics").body.decode()
+        return {line.split("{")[0]: float(line.split()[1]) for line in text.splitlines()
+                if line.startswith("pushengine_pings_")}
+
+    assert pings() == {"pushengine_pings_sse_total": 0.0, "pushengine_pings_ws_total": 0.0}
+    node.clock.pump([0.5] * 32)                     # 16 s of silence: one ping
+    assert pings() == {"pushengine_pings_sse_total": 1.0, "pushengine_pings_ws_total": 0.0}
+
+
 @pytest.mark.parametrize("how", ["header", "query"])
 def test_resume_after_the_last_event_id(how: str) -> None:
     node = ClockNode()
