@@ -32,6 +32,7 @@ from pushengine.api.publishing import Publisher
 from pushengine.api.rpc import Dispatcher
 from pushengine.core.sessions import SessionSettings
 from pushengine.stores.memory import MemoryStore
+from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.longpoll import LongPolling
 from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.spec import load_catalog
@@ -102,7 +103,7 @@ class _PingFigures:
 
     counter_names = ("sse", "ws")
 
-    def __init__(self, sse: Any, ws: Any) -> None:
+    def __init__(self, sse: Heartbeat, ws: Heartbeat) -> None:
         self.sse = sse
         self.ws = ws
 
