@@ -71,14 +71,18 @@ RULES: dict[str, set[str]] = {
     "stores": {"core", "views", "memcache.interface", "memcache.tagged"},
     "webhooks": {"core"},
     "metrics": {"core", "views"},
+    # PostgreSQL: the store of record (SQL compiled from the views), the WAL
+    # reader, the relay's logic and the node's own WAL feed; the broker it
+    # publishes to is given by app/ (app/cdc.py), never imported here
+    "postgres": {"core", "views"},
     # the composition root: builds everything, so it may import everything
     # but the backend client library
     "app": {"pushengine", "core", "views", "segments", "cluster", "api", "bloom", "admin",
             "web", "transports", "amqp", "feeds", "memcache", "redis", "stores",
-            "webhooks", "metrics", "tools"},
+            "webhooks", "metrics", "postgres", "tools"},
     # console scripts and the demo producer. Not app: app/service.py starts
     # tools/demo.py for --demo, so tools importing app would tie the two.
-    "tools": {"core", "amqp", "client"},
+    "tools": {"core", "views", "amqp", "client", "postgres"},
     # the backend client library talks HTTP to a node: nothing of the engine
     # (it has its own errors and JSON handling, so that a backend installs
     # it without the engine's dependencies mattering)

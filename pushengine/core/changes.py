@@ -41,6 +41,9 @@ class Change:
     id: ObjectId
     obj: JsonObject
     was: JsonObject | None = None
+    # the transaction that made it, for a change read from PostgreSQL's WAL
+    # (core/positions.py): a view whose initial state saw it skips it
+    xid: int | None = None
 
     def to_json(self) -> JsonObject:
         if self.was is not None:

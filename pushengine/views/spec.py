@@ -258,16 +258,19 @@ class Catalog:
 
     def __init__(self, specs: Iterable[ViewSpec], id_fields: dict[str, str],
                  public: dict[str, list[str]] | None = None,
-                 routes: dict[str, list[str]] | None = None) -> None:
+                 routes: dict[str, list[str]] | None = None,
+                 tables: dict[str, "Table"] | None = None) -> None:
         """``public``: per type, the fields a sessionless profile method may
         answer (``types: {User: {public: [id, name, avatar]}}``); ``routes``:
-        per type, its routing fields (``route: [user_id]``)."""
+        per type, its routing fields (``route: [user_id]``); ``tables``: per
+        type, the database table it maps to (``table: streams``, SPEC 20)."""
         self.views: dict[str, ViewSpec] = {}
         self.methods: dict[str, ViewSpec] = {}
         self.by_type: dict[str, list[ViewSpec]] = {}
         self.id_fields = dict(id_fields)
         self.public_fields: dict[str, list[str]] = dict(public or {})
         self.routes: dict[str, list[str]] = {t: list(f) for t, f in (routes or {}).items()}
+        self.tables: dict[str, Table] = dict(tables or {})
         for spec in specs:
             self.views[spec.name] = spec
             if spec.method:
@@ -283,13 +286,42 @@ class Catalog:
         self.types = set(self.by_type) | set(self.id_fields)
 
 
+@dataclass(frozen=True)
+class Table:
+    """The database table a type maps to (``table: streams``, optionally
+    ``schema: public``): one row is one object, its columns the fields."""
+
+    name: str
+    schema: str | None = None
+
+
+_TABLE_NAME = re.compile(r"^[^\x00]{1,63}$")
+
+
+def _table(t: dict, name: str) -> Table | None:
+    if "table" not in t:
+        if "schema" in t:
+            raise ViewDefinitionError(f"types: {name}: 'schema' needs 'table'")
+        return None
+    table, schema = t["table"], t.get("schema")
+    for what, value in (("table", table), ("schema", schema)):
+        if value is None and what == "schema":
+            continue
+        if not isinstance(value, str) or not _TABLE_NAME.match(value):
+            raise ViewDefinitionError(f"types: {name}: '{what}' must be a name of 1 to 63 "
+                                      f"characters")
+    return Table(table, schema)
+
+
 def _types(types: dict[object, object]
-           ) -> tuple[dict[str, str], dict[str, list[str]], dict[str, list[str]]]:
-    """The id field of every declared type, and the public fields and
-    routing fields of those that declare them."""
+           ) -> tuple[dict[str, str], dict[str, list[str]], dict[str, list[str]],
+                      dict[str, Table]]:
+    """The id field of every declared type, and the public fields, routing
+    fields and table of those that declare them."""
     id_fields: dict[str, str] = {}
     public: dict[str, list[str]] = {}
     routes: dict[str, list[str]] = {}
+    tables: dict[str, Table] = {}
     for name, t in types.items():
         if not isinstance(name, str) or not _NAME.match(name):
             raise ViewDefinitionError(f"types: bad type name {str(name)[:100]!r}")
@@ -298,10 +330,11 @@ def _types(types: dict[object, object]
         if not isinstance(t, dict):
             raise ViewDefinitionError(f"types: {name}: must be a mapping such as "
                                       f"{{id: id, public: [id, name]}}")
-        unknown = sorted(str(k) for k in t if k not in ("id", "public", "route"))
+        unknown = sorted(str(k) for k in t
+                         if k not in ("id", "public", "route", "table", "schema"))
         if unknown:
             raise ViewDefinitionError(f"types: {name}: unknown key {unknown[0][:100]!r} "
-                                      f"(a type declares id, public and route)")
+                                      f"(a type declares id, public, route, table and schema)")
         id_field = t.get("id", "id")
         if not isinstance(id_field, str) or not id_field:
             raise ViewDefinitionError(f"types: {name}: 'id' must be a field name")
@@ -317,7 +350,10 @@ def _types(types: dict[object, object]
             public[name] = list(fields)
         if "route" in t:
             routes[name] = _route(t["route"], name)
-    return id_fields, public, routes
+        table = _table(t, name)
+        if table is not None:
+            tables[name] = table
+    return id_fields, public, routes, tables
 
 
 def _route(fields: object, type_: str) -> list[str]:
@@ -378,7 +414,7 @@ def parse_catalog(data: object) -> Catalog:
     types = data.get("types") or {}
     if not isinstance(types, dict):
         raise ViewDefinitionError("'types' must be a mapping")
-    id_fields, public, routes = _types(types)
+    id_fields, public, routes, tables = _types(types)
     specs = []
     for name, v in data["views"].items():
         if not isinstance(name, str) or not _NAME.match(name):
@@ -435,7 +471,7 @@ def parse_catalog(data: object) -> Catalog:
             distinct=parse_distinct(v.get("distinct"), name),
             presence=_presence(v.get("presence", False), name)))
     link_operators(specs)
-    return Catalog(specs, id_fields, public, routes)
+    return Catalog(specs, id_fields, public, routes, tables)
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
