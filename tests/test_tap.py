@@ -58,6 +58,8 @@ DEFAULTS = {
     "webhook-secret": None,
     "webhook-queue": 10000,
     "admin-key": None,
+    "ready-grace": 30.0,
+    "log-format": "text",
 }
 
 
@@ -186,7 +188,7 @@ def test_environment_names() -> None:
                                                 "store-url", "memcache", "trusted-proxies",
                                                 "namespace", "http", "webhook-url",
                                                 "webhook-secret", "admin-key",
-                                                "amqp-routing")])
+                                                "amqp-routing", "log-format")])
 def test_every_string_option_reads_its_variable(name: str) -> None:
     value = "tcp:1234" if name == "port" else "value-1"
     assert parse(environ={env_name(name): value})[name] == value

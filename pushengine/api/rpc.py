@@ -37,6 +37,7 @@ from pushengine.core.errors import (
     ApiError, BadParams, InvalidRequest, MethodNotFound, ParseError, RateLimited)
 from pushengine.core.events import RawJSON, RawUTF8
 from pushengine.core.interfaces import Waiting
+from pushengine.core.timings import Timings
 
 log = Logger()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -171,13 +172,20 @@ def _id_bytes(id_: Any) -> bytes:
 class Dispatcher:
     def __init__(self, methods: dict[str, Method], max_batch: int = 100,
                  on_error: Callable[[int], None] | None = None,
-                 admit: Callable[[Caller | None, int], float] | None = None) -> None:
+                 admit: Callable[[Caller | None, int], float] | None = None,
+                 timings: Timings | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         """``admit(caller, calls)`` → seconds to wait (0: go ahead) is asked
-        once per request with the number of calls in it."""
+        once per request with the number of calls in it. ``timings``: each
+        call's time by method name, from its dispatch to its answer (a call
+        that waits, such as a parked poll, until it answers), read from
+        ``clock``; a call cancelled (its client went away) is not counted."""
         self.methods = methods
         self.max_batch = max_batch
         self.on_error: Callable[[int], None] = on_error or (lambda code: None)
         self.admit = admit
+        self.timings = timings if clock is not None else None
+        self.clock: Callable[[], float] = clock or (lambda: 0.0)
 
     @overload
     def handle(self, body: bytes, caller: Caller | None = None) -> Answered: ...
@@ -229,7 +237,9 @@ class Dispatcher:
     def _one(self, call: Any, caller: Caller | None,
              then: Callable[[RpcAnswer], object] | None = None) -> Answered | Waiting:
         """Run one call: its answer (NOTHING for a notification), or a
-        Deferred firing with it (or handing it to ``then``: ``handle``)."""
+        Deferred firing with it (or handing it to ``then``: ``handle``).
+        With ``timings``, the call is timed from here to its answer
+        (``start`` goes along to wherever it is answered, at once or later)."""
         if type(call) is dict and type(id_ := call.get("id")) is int \
                 and -_ID_LIMIT <= id_ <= _ID_LIMIT and call.get("jsonrpc") == "2.0" \
                 and type(call.get("method")) is str:
@@ -244,6 +254,7 @@ class Dispatcher:
         name: str = call["method"]
         params = call.get("params")
         method = self.methods.get(name)
+        start = self.clock() if self.timings is not None else None
         try:
             if method is not None and method.shortcut is not None and type(params) is list \
                     and (run := method.shortcut(params, caller)) is not None:
@@ -252,25 +263,32 @@ class Dispatcher:
                     result = run(None)
                 else:
                     result = run(partial(self._answer_to, then, name, id_, modern,
-                                         notification))
+                                         notification, start))
                     if type(result) is not RawUTF8 and not isinstance(result, Deferred):
                         waiting: Waiting = result   # waits, and answers through then
                         return waiting
             else:
                 result = self._run(method, name, params, caller)
         except Exception:
-            return self._failed(Failure(), name, id_, modern, notification)
+            return self._failed(Failure(), name, id_, modern, notification, start)
         # (Deferred is an abc.Awaitable: isinstance is slow, and mostly False)
         if type(result) is not RawUTF8 and isinstance(result, Deferred):
             if then is not None:
                 waits: Deferred[Any] = result
                 return waits.addCallbacks(
-                    partial(self._answer_to, then, name, id_, modern, notification),
-                    self._reply_failed, errbackArgs=(then, name, id_, modern, notification))
+                    partial(self._answer_to, then, name, id_, modern, notification, start),
+                    self._reply_failed,
+                    errbackArgs=(then, name, id_, modern, notification, start))
             return result.addCallbacks(self._answered, self._failed,
-                                       callbackArgs=(name, id_, modern, notification),
-                                       errbackArgs=(name, id_, modern, notification))
-        return self._answered(result, name, id_, modern, notification)
+                                       callbackArgs=(name, id_, modern, notification, start),
+                                       errbackArgs=(name, id_, modern, notification, start))
+        return self._answered(result, name, id_, modern, notification, start)
+
+    def _timed(self, name: str, start: float) -> None:
+        """A call that began at ``start`` is answered now."""
+        timings = self.timings
+        if timings is not None:
+            timings.observe(name, self.clock() - start)
 
     def _run(self, method: Method | None, name: str, params: Any,
              caller: Caller | None) -> Any:
@@ -284,7 +302,17 @@ class Dispatcher:
         return method.call(params, caller)
 
     def _answered(self, result: Any, name: str, id_: Any, modern: bool,
-                  notification: bool) -> RpcAnswer:
+                  notification: bool, start: float | None = None) -> RpcAnswer:
+        """A result framed as the call's answer (``_frame``); a timed call
+        (``start``) is counted with its framing."""
+        if start is None:
+            return self._frame(result, name, id_, modern, notification)
+        answer = self._frame(result, name, id_, modern, notification)
+        self._timed(name, start)
+        return answer
+
+    def _frame(self, result: Any, name: str, id_: Any, modern: bool,
+               notification: bool) -> RpcAnswer:
         """A result (``RawUTF8``, ``RawJSON`` or JSON-ready values) framed
         as the call's answer."""
         if notification:
@@ -311,25 +339,29 @@ class Dispatcher:
         return RpcAnswer(b"[" + data + b"]")
 
     def _answer_to(self, then: Callable[[RpcAnswer], object], name: str, id_: Any,
-                   modern: bool, notification: bool, result: Any) -> None:
+                   modern: bool, notification: bool, start: float | None,
+                   result: Any) -> None:
         """The answer of a call that waits with ``then`` (``handle``), framed
         and handed to ``then``: the reply a prepared call is given, or the
         one callback on the Deferred another call returns."""
-        then(self._answered(result, name, id_, modern, notification))
+        then(self._answered(result, name, id_, modern, notification, start))
 
     def _reply_failed(self, f: Failure, then: Callable[[RpcAnswer], object], name: str,
-                      id_: Any, modern: bool, notification: bool) -> None:
+                      id_: Any, modern: bool, notification: bool,
+                      start: float | None = None) -> None:
         if not f.check(CancelledError):
-            then(self._failed(f, name, id_, modern, notification))
+            then(self._failed(f, name, id_, modern, notification, start))
 
     def _failed(self, f: Failure, name: str, id_: Any, modern: bool,
-                notification: bool) -> RpcAnswer:
+                notification: bool, start: float | None = None) -> RpcAnswer:
         """The error answer of a call that failed: its own ApiError, or a
         logged "internal error" that tells nothing; NOTHING when nothing is
         to be sent (the client went away, or the call was a notification).
         A call refused for a limit of its client (1007) says so with 429."""
         if f.check(CancelledError):
             return NOTHING
+        if start is not None:
+            self._timed(name, start)
         if isinstance(f.value, ApiError):
             error = f.value
         else:

@@ -17,15 +17,19 @@ from twisted.python import usage
 from twisted.web import http
 from twisted.web.server import Site
 
+from pushengine import __version__
 from pushengine.metrics import prometheus as metrics
 from pushengine.api.methods import Api, method_table
 from pushengine.api.auth import ApiKeys, TokenVerifier
 from pushengine.app.engine import build_engine
+from pushengine.app.logs import NodeServices
 from pushengine.feeds.memory import MemoryFeed
 from pushengine.core.hooks import Hooks
 from pushengine.core.interfaces import ChangeFeed, ChangeSink, Interest
 from pushengine.core.topics import NO_INTEREST
 from pushengine.core.limits import CallRate
+from pushengine.core.timings import (
+    CALL_BUCKETS, DELIVERY_BUCKETS, INITIAL_STATE_BUCKETS, Timings)
 from pushengine.memcache import MemcacheClient, build_cache
 from pushengine.memcache.online import OnlineCounter
 from pushengine.api.publishing import Publisher
@@ -38,11 +42,15 @@ from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.spec import load_catalog
 from pushengine.web.app import WebApp
 from pushengine.web.clients import ClientAddresses
+from pushengine.web.health import Readiness
 from pushengine.web.policy import HttpPolicy
 from pushengine.web.request import limited_request_factory
 from pushengine.web.routes import Route
 
 log = Logger()
+
+STORE_KINDS = ("memory", "http", "postgresql")      # the stores' ``kind``
+TRANSPORTS = ("longpoll", "sse", "websocket")       # the deliveries' ``transport_name``
 
 
 class EngineSite(Site):
@@ -121,7 +129,7 @@ class Node:
             self.catalog = load_catalog(options["views"])
         except (ViewDefinitionError, OSError) as e:
             raise usage.UsageError(self._views_error(e)) from None
-        self.services = service.MultiService()
+        self.services = NodeServices()
         self.sources: dict[str, Any] = {}
         self.cache = build_cache(reactor, options["memcache"])
         self.sources["memcache"] = self.cache
@@ -132,12 +140,17 @@ class Node:
         # the session manager both tell this one list
         self.hooks = Hooks()
         self._bloom()
+        # /metrics' histograms: a call's time per method, a subscription's
+        # initial-state time per store, a change's time to each transport
+        self.initial_timings = Timings("store", INITIAL_STATE_BUCKETS, STORE_KINDS)
+        self.delivery_timings = Timings("transport", DELIVERY_BUCKETS, TRANSPORTS)
         self.engine = build_engine(reactor, self.catalog, self.store, SessionSettings(
             session_timeout=options["session-timeout"], max_timeout=options["max-timeout"],
             max_sessions=options["max-sessions"], max_subscriptions=options["max-subscriptions"],
             max_queue=options["max-queue"],
             max_client_sessions=options["max-client-sessions"]), seen=self.seen, hooks=self.hooks,
-            interest=self.interest)
+            interest=self.interest, initial_timings=self.initial_timings,
+            delivery_timings=self.delivery_timings)
         self.online = self._online()
         self.cluster = self._cluster()
         self.poller = LongPolling(self.engine.sessions, reactor)
@@ -175,12 +188,22 @@ class Node:
         except ViewDefinitionError as e:
             raise usage.UsageError(self._views_error(e)) from None
         self.discovery.describe(methods)        # rpc.discover, GET /api/openrpc.json
+        self.call_timings = Timings("method", CALL_BUCKETS, methods)
         self.dispatcher = Dispatcher(methods, max_batch=options["max-batch"],
-                                     on_error=self._count_error, admit=self._admit)
+                                     on_error=self._count_error, admit=self._admit,
+                                     timings=self.call_timings, clock=reactor.seconds)
         self.sources["feed"] = self.feed
         self.sources["clients"] = _ClientFigures(self.call_rate, self.engine.sessions.per_client)
-        self.collector = metrics.EngineCollector(self.engine, options["node-id"], reactor,
-                                                 self.sources, self.rpc_errors)
+        self.collector = metrics.EngineCollector(
+            self.engine, options["node-id"], reactor, self.sources, self.rpc_errors, [
+                ("pushengine_rpc_call_seconds", "Seconds from a JSON-RPC call's dispatch to "
+                 "its answer (a parked get_events: its wait included), by method",
+                 self.call_timings),
+                ("pushengine_initial_state_seconds", "Seconds from a subscription to its "
+                 "view's initial state, by store", self.initial_timings),
+                ("pushengine_delivery_seconds", "Seconds from changes handed to the engine "
+                 "to their events handed to a session's transport, by transport",
+                 self.delivery_timings)])
         self.policy = HttpPolicy(ApiKeys.from_options(options["api-key"], options["api-keys"]),
                                  options["cors-origin"],
                                  ClientAddresses(options["trusted-proxies"]),
@@ -190,12 +213,15 @@ class Node:
         from pushengine.web.segments import SegmentsResource
         self.segment_uploads = SegmentsResource(self.segments, self.policy, self.publisher,
                                                 reactor, options["segment-min"])
-        registry = metrics.make_registry(self.collector)
+        registry = metrics.make_registry(self.collector, __version__, process=True)
 
         def render_metrics() -> tuple[bytes, bytes]:
             return metrics.CONTENT_TYPE.encode(), metrics.render(registry)
+        # /health/ready; ``draining()`` when shutdown begins
+        self.readiness = Readiness(reactor, lambda: bool(self.feed.health().get("up")),
+                                   options["ready-grace"])
         self.web = WebApp(self.policy, self.dispatcher, self.publisher, self.health,
-                          render_metrics, self._routes())
+                          render_metrics, self._routes(), ready=self.readiness.state)
 
     def _routes(self) -> list[Route]:
         """The routes beside the node's own (``web.app``): the streaming
@@ -415,11 +441,19 @@ class Node:
             lambda f: log.failure("reading the online figure failed", f))
 
     # -- operations ---------------------------------------------------------------
+    def draining(self) -> None:
+        """Shutdown began: ``/health/ready`` answers 503 from now on (the
+        graceful shutdown calls this first, then waits --drain-delay)."""
+        self.readiness.draining()
+
     def health(self) -> dict[str, Any]:
         feed = self.feed.health()
+        ready, why = self.readiness.state()
         report = {"status": "ok" if feed.get("up") else "unavailable",
-                  "node": self.options["node-id"], "feed": feed,
-                  "sessions": len(self.engine.sessions.sessions)}
+                  "node": self.options["node-id"], "live": True, "ready": ready}
+        if why is not None:
+            report["ready_reason"] = why
+        report.update(feed=feed, sessions=len(self.engine.sessions.sessions))
         report["memcache"] = self.cache.health()
         report["bloom"] = self.bloom.health()
         if self.webhooks is not None:
@@ -482,6 +516,8 @@ class Node:
         timer(min(10.0, options["online-period"]), self.refresh_cluster_figures,
               reactor).setServiceParent(self.services)
         timer(1.0, self.presence.tick, reactor).setServiceParent(self.services)
+        # when the feed went down, for /health/ready's grace (within a second)
+        timer(1.0, self.readiness.sample, reactor).setServiceParent(self.services)
         if isinstance(self.presence.store, service.Service):
             self.presence.store.setServiceParent(self.services)
         if self.stats_publisher is not None:

@@ -14,7 +14,7 @@ from typing import Any
 from twisted.application.service import MultiService
 from twisted.python import usage
 
-from pushengine.app import gcfreeze
+from pushengine.app import gcfreeze, logs
 from pushengine.web.clients import parse_networks
 
 MIB = 1 << 20
@@ -64,6 +64,9 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("ws-ping", 30.0, "Seconds of silence after which a WebSocket gets a ping frame (within a "
      "second more): keeps proxies from closing quiet sockets and finds dead peers.", float),
     ("stream-ping", None, "Sets --sse-ping and --ws-ping at once.", float),
+    ("ready-grace", 30.0, "Seconds the change feed may be down before GET /health/ready "
+     "answers 503: meanwhile clients are served from what the node holds (0: not ready as "
+     "soon as the feed is down).", float),
     ("online-period", 60.0, "Seconds a polling session counts as online.", float),
     ("amqp", None, "RabbitMQ URL, amqp://user:pass@host:5672/vhost.", None),
     ("amqp-exchange", None, "The exchange of changes (default pushengine.changes, a fanout "
@@ -88,6 +91,9 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
      "(X-Pushengine-Signature).", None),
     ("webhook-queue", 10000, "Webhook events waiting at most; more are dropped and counted.",
      int),
+    ("log-format", "text", "The log's lines: text (twistd's) or json (one JSON object per "
+     "line: time, level, namespace, message and the event's fields), written where "
+     "--logfile says.", None),
     ("admin-key", None, "Open /admin/ and the admin.* methods to whoever gives this key "
      "(at least 16 characters; closed without it). Prefer PUSHENGINE_ADMIN_KEY: a command "
      "line is visible to every user of the machine.", None),
@@ -144,8 +150,12 @@ class Options(usage.Options):
                 raise usage.UsageError(f"--{name} must be at least 1")
         if self["segment-min"] < 1:
             raise usage.UsageError("--segment-min must be at least 1")
+        if not (self["ready-grace"] >= 0 and math.isfinite(self["ready-grace"])):
+            raise usage.UsageError("--ready-grace must be 0 or more seconds")
         if self["max-sessions"] < 0:
             raise usage.UsageError("--max-sessions must be 0 (no limit) or more")
+        if self["log-format"] not in logs.FORMATS:
+            raise usage.UsageError("--log-format must be text or json")
         if self["http"] not in ("fast", "twisted"):
             raise usage.UsageError("--http must be fast or twisted")
         if self["max-client-connections"] < 0:
@@ -218,7 +228,23 @@ def makeService(options: Options) -> MultiService:
         # stderr and exit status 1, as twistd's own usage errors, not a traceback
         raise SystemExit(f"twistd pushengine: {one_line(str(e))}") from None
     gcfreeze.after_start(reactor, options["gc-freeze"])
+    _choose_log(options, service)
     return service
+
+
+def _choose_log(options: Options, service: MultiService) -> None:
+    """``--log-format json``: the log observer twistd takes from the
+    application (``logs.NodeServices``), writing where twistd would."""
+    server = getattr(options, "parent", None)      # twistd's own options
+    if options["log-format"] != "json" or server is None:
+        return
+    if server.get("syslog"):
+        raise SystemExit("twistd pushengine: --log-format json writes to --logfile or "
+                         "standard output, not to syslog")
+    if server.get("logger"):
+        return                                      # twistd's --logger wins
+    if isinstance(service, logs.NodeServices):
+        service.log_observer = logs.json_observer(logs.twistd_log_file(server))
 
 
 def one_line(text: str) -> str:

@@ -49,7 +49,9 @@ class Engine:
     def apply_changes(self, changes: Sequence[Change]) -> None:
         """Apply changes in order, then answer the polls they woke. A change
         of a type that no view uses (nor the views file declares) is counted
-        and dropped: nothing would ever read it back."""
+        and dropped: nothing would ever read it back. The time from here to
+        each delivery's events is counted (``SessionManager.flush``)."""
+        arrived = self.clock.seconds()
         types = self.catalog.types
         if any(c.type not in types for c in changes):
             kept = [c for c in changes if c.type in types]
@@ -67,7 +69,7 @@ class Engine:
                 log.failure("applying {type} {id} failed", type=change.type, id=change.id)
         self.counters.changes_in += len(changes)
         self.counters.last_change_at = self.clock.seconds()
-        self.sessions.flush()
+        self.sessions.flush(arrived)
 
     def feed_gap(self) -> None:
         """Changes were missed: re-read every view and reset what changed."""

@@ -103,7 +103,7 @@ class Snapshot:
         return xid < self.xmax and xid not in self.xip
 
 
-class State(list):  # type: ignore[type-arg]
+class State(list):
     """An initial state: the objects in view order, with the snapshot they
     were read in (None when the store has none)."""
 

@@ -49,6 +49,7 @@ from pushengine.core.limits import SessionCounts
 from pushengine.core.interfaces import Binding, LiveWindow, ViewSource
 from pushengine.core.log import EventLog
 from pushengine.core.routes import Route, entry_for
+from pushengine.core.timings import Timings
 
 log = Logger()
 
@@ -145,6 +146,9 @@ class SessionManager:
         self.hooks = hooks if hooks is not None else Hooks()
         # the routes that show a window under a client's key (core/routes.py)
         self.routes: dict[tuple[LiveWindow, str], Route] = {}
+        # /metrics: from a change's arrival to its events handed to each
+        # delivery, by the delivery's ``transport_name`` (``flush(since)``)
+        self.delivery_timings: Timings | None = None
 
     # -- sessions --------------------------------------------------------------
     def create(self, id_: str | None = None, client: Any = None) -> Session:
@@ -471,10 +475,28 @@ class SessionManager:
         self.events_out += session.log.pending
         return session.log.take(acking)
 
-    def flush(self) -> None:
+    def flush(self, since: float | None = None) -> None:
         """Notify the delivery of every session that received events: a
-        parked poll answers, a stream that can take more writes."""
+        parked poll answers, a stream that can take more writes. ``since``:
+        when the changes that made these events arrived; each delivery's
+        time from then to the end of its ``notify`` is counted in
+        ``delivery_timings``."""
         dirty, self.dirty = self.dirty, set()
+        timings = self.delivery_timings if since is not None else None
+        if timings is not None:
+            assert since is not None
+            now = self.clock.seconds
+            for session in dirty:
+                delivery = session.delivery
+                if delivery is None:
+                    continue
+                try:
+                    delivery.notify(session)
+                except Exception:
+                    log.failure("delivering to a session failed")
+                    continue
+                timings.observe(getattr(delivery, "transport_name", "other"), now() - since)
+            return
         for session in dirty:
             delivery = session.delivery
             if delivery is None:

@@ -1,18 +1,23 @@
 """/metrics: the engine's figures in the Prometheus text format.
 
-The core keeps plain counters; this collector reads them (and the feed's,
-cache's and registry's ``stats()``) at scrape time, so nothing on the hot
-path touches prometheus_client.
+The core keeps plain counters and histograms (``core/timings.py``); this
+collector reads them (and the feed's, cache's and registry's ``stats()``) at
+scrape time, so nothing on the hot path touches prometheus_client. Beside
+them: the process's own series (``process_*``: CPU, memory, descriptors) and
+``pushengine_build_info``.
 """
 from __future__ import annotations
 
-from typing import Callable, Collection, Iterator, cast
+from typing import Callable, Collection, Iterable, Iterator, cast
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric)
+from prometheus_client.utils import floatToGoString
 from twisted.internet.interfaces import IReactorTime
 
 from pushengine.core.engine import Engine
+from pushengine.core.timings import Timings
 from pushengine.views.registry import ViewRegistry
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -214,17 +219,30 @@ def describe(prefix: str, figure: str,
     return kind, name, f"The {prefix} source's figure {figure} (not described yet)"
 
 
+def histogram(name: str, doc: str, node_id: str, timings: Timings) -> HistogramMetricFamily:
+    """``timings`` as one Prometheus histogram, a series per label value seen."""
+    family = HistogramMetricFamily(name, doc, labels=["node", timings.label])
+    for value, h in timings:
+        family.add_metric([node_id, value],
+                          [(floatToGoString(bound), count) for bound, count in h.cumulative()],
+                          h.sum)
+    return family
+
+
 class EngineCollector:
     def __init__(self, engine: Engine, node_id: str, clock: IReactorTime,
                  sources: dict[str, object] | None = None,
-                 rpc_errors: dict[int, int] | None = None) -> None:
+                 rpc_errors: dict[int, int] | None = None,
+                 histograms: Iterable[tuple[str, str, Timings]] = ()) -> None:
         """``sources``: by prefix, the objects whose ``stats()`` figures are
-        exported (``counter_names``: those of them that are counters)."""
+        exported (``counter_names``: those of them that are counters);
+        ``histograms``: ``(series name, help, timings)``."""
         self.engine = engine
         self.node_id = node_id
         self.clock = clock
         self.sources = sources or {}
         self.rpc_errors = rpc_errors if rpc_errors is not None else {}
+        self.histograms = list(histograms)
 
     def collect(self) -> Iterator[Metric]:
         e, s = self.engine, self.engine.sessions
@@ -269,6 +287,8 @@ class EngineCollector:
         for code, n in sorted(self.rpc_errors.items()):
             errors.add_metric([self.node_id, str(code)], n)
         yield errors
+        for name, doc, timings in self.histograms:
+            yield histogram(name, doc, self.node_id, timings)
         if e.counters.last_change_at is not None:
             yield gauge("pushengine_last_change_age_seconds",
                         "Seconds since the last change arrived",
@@ -298,9 +318,47 @@ class Figures:
         return dict(self.values)
 
 
-def make_registry(collector: EngineCollector) -> CollectorRegistry:
+class BuildInfo:
+    """``pushengine_build_info{version}``: 1, the package's version."""
+
+    def __init__(self, node_id: str, version: str) -> None:
+        self.node_id = node_id
+        self.version = version
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily("pushengine_build_info", "The engine's version (always 1)",
+                              labels=["node", "version"])
+        g.add_metric([self.node_id, self.version], 1)
+        yield g
+
+
+class NodeProcess:
+    """prometheus_client's ``process_*`` series (CPU seconds, resident and
+    virtual memory, open and maximum descriptors, start time; read from
+    /proc at scrape time, absent where there is none), with the ``node``
+    label every series of the node has."""
+
+    def __init__(self, node_id: str, process: ProcessCollector | None = None) -> None:
+        self.node_id = node_id
+        self.process = process if process is not None else ProcessCollector(registry=None)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.process.collect():
+            family.samples = [s._replace(labels={"node": self.node_id, **s.labels})
+                              for s in family.samples]
+            yield family
+
+
+def make_registry(collector: EngineCollector, version: str | None = None,
+                  process: bool = False) -> CollectorRegistry:
+    """The node's registry: the engine's figures, and with ``version`` the
+    build info, with ``process`` the process's series."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
+    if version is not None:
+        registry.register(BuildInfo(collector.node_id, version))
+    if process:
+        registry.register(NodeProcess(collector.node_id))
     return registry
 
 

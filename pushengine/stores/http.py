@@ -98,6 +98,8 @@ def decode_answer(body: bytes, where: str) -> list[dict]:
 class HttpStore:
     """An ObjectStore that asks an HTTP backend (see the module docstring)."""
 
+    kind = "http"           # the store label of /metrics' initial-state times
+
     def __init__(
         self,
         treq_client: HttpClient,

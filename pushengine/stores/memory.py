@@ -83,6 +83,8 @@ class Demand:
 
 
 class MemoryStore:
+    kind = "memory"         # the store label of /metrics' initial-state times
+
     def __init__(self, id_fields: dict[str, str] | None = None,
                  clock: IReactorTime | None = None, *, small: int = SMALL,
                  answer_max: int = ANSWER_MAX, slice_seconds: float = SLICE_SECONDS,

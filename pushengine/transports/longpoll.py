@@ -52,6 +52,7 @@ class ParkedPoll:
 
     __slots__ = ("poller", "session", "bucket", "acking", "reply")
     holds_session = False
+    transport_name = "longpoll"     # the label of /metrics' delivery times
 
     def __init__(self, poller: "LongPolling", session: Session, acking: bool,
                  reply: Callable[[RawUTF8], object]) -> None:

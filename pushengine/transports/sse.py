@@ -86,6 +86,7 @@ class SseStream(StreamProducer):
     ``chunked``, ends the answer itself and is the socket's protocol)."""
 
     __slots__ = ("out", "send", "raw", "chunked", "hub", "closed", "last_write", "retry")
+    transport_name = "sse"      # the label of /metrics' delivery times
 
     def __init__(self, hub: StreamHub, out: Any = None, send: Any = _request_write) -> None:
         self.hub = hub

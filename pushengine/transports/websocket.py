@@ -222,6 +222,7 @@ class WsConnection(StreamProducer):
                  "heartbeat", "last_write", "deflater", "idle_timeout", "last_pong",
                  "answering", "refusals", "reading", "later", "frames", "send",
                  "__weakref__")
+    transport_name = "websocket"    # the label of /metrics' delivery times
 
     def __init__(self, conn: Any, dispatcher: Any, sessions: Any, clock: Any,
                  max_message: int, request: Any, heartbeat: Heartbeat | None = None,

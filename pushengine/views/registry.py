@@ -17,6 +17,7 @@ from twisted.python.failure import Failure
 
 from pushengine.core.changes import UPSERT, Change
 from pushengine.core.interfaces import Interest, ObjectStore
+from pushengine.core.timings import Timings
 from pushengine.core.topics import NO_INTEREST, Topic
 from pushengine.views.once import Gate, MemorySeen, SeenFilter
 from pushengine.views.query import Query, make_query
@@ -73,7 +74,9 @@ class ViewRegistry:
                  schedule: Callable[[Callable[[], None]], object] | None = None,
                  seen: SeenFilter | None = None,
                  on_reset: Callable[[], None] | None = None,
-                 interest: Interest | None = None) -> None:
+                 interest: Interest | None = None,
+                 timings: Timings | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         """``schedule(f)`` runs ``f`` soon, outside the change being applied
         (the engine passes ``clock.callLater(0, f)``); it re-reads queries that
         ran short of a partial answer. ``on_reset`` is called after windows
@@ -81,8 +84,13 @@ class ViewRegistry:
         ``interest``: what the node asks of a feed that routes changes by
         interest (``core.topics``); a new query's topics are wanted, and
         confirmed, before its initial state is read, so that no change
-        falls between the store's answer and the first change delivered."""
+        falls between the store's answer and the first change delivered.
+        ``timings``: each subscription's initial-state time (``open`` to its
+        window), read from ``clock``, labelled with the store's ``kind``."""
         self.catalog = catalog
+        self.timings = timings if clock is not None else None
+        self.clock: Callable[[], float] = clock or (lambda: 0.0)
+        self.store_kind: str = getattr(store, "kind", "other")
         self.store = store
         self.interest: Interest = interest if interest is not None else NO_INTEREST
         self.wanted: dict[Query, set[Topic]] = {}
@@ -111,7 +119,19 @@ class ViewRegistry:
     # -- lifecycle of queries and windows -----------------------------------
     def open(self, bound: BoundView) -> Deferred:
         """Fire with the shared window for ``bound``, loading its query first
-        if it is new. Concurrent first subscriptions share one store query."""
+        if it is new. Concurrent first subscriptions share one store query.
+        Timed (``timings``) until the window is there; a failure is not."""
+        if self.timings is None:
+            return self._open(bound)
+        start = self.clock()
+        return self._open(bound).addCallback(self._opened, start)
+
+    def _opened(self, window: Window, start: float) -> Window:
+        assert self.timings is not None
+        self.timings.observe(self.store_kind, self.clock() - start)
+        return window
+
+    def _open(self, bound: BoundView) -> Deferred:
         query = self.queries.get(bound.query_key)
         if query is not None and bound.query_key not in self._loading:
             if query.short_of(bound.limit):
@@ -143,7 +163,7 @@ class ViewRegistry:
 
         def read(objects: list[dict]) -> Deferred[Window] | Window:
             if self.queries.get(query.key) is not query:
-                return self.open(bound)          # forgotten meanwhile: start afresh
+                return self._open(bound)          # forgotten meanwhile: start afresh
             if self._replaced(objects, query, size):
                 self.on_reset()
             if query.short_of(bound.limit) and query.read_size(bound.limit) > size:

@@ -2,7 +2,8 @@
 
 ``WebApp`` answers the node's own routes: ``POST /api/jsonrpc`` and ``POST
 /api/publish`` (calls: the fast front answers them with the same functions),
-their CORS preflights, ``/health``, ``/metrics`` (its renderer passed in),
+their CORS preflights, ``/health`` and its probes ``/health/live`` and
+``/health/ready`` (``health.py``), ``/metrics`` (its renderer passed in),
 the static files, ``/`` and ``/favicon.ico``. The node adds the routes of
 the streams, the segment uploads and the admin page (``app/service.py``).
 ``resource()`` is the twisted.web side of the whole table: its calls run as
@@ -45,6 +46,9 @@ log = Logger()
 TOO_LARGE = "the request body is too large"
 # /metrics: (content type, body) of the node's figures
 MetricsRenderer = Callable[[], tuple[bytes, bytes]]
+# /health/ready: (ready, why not)
+ReadyState = Callable[[], tuple[bool, "str | None"]]
+PROBE_OK = b'{"status":"ok"}'
 
 
 def _redirect(request: IRequest, url: bytes) -> bytes:
@@ -74,13 +78,16 @@ class WebApp:
 
     def __init__(self, policy: HttpPolicy, dispatcher: Dispatcher, publisher: Publisher,
                  health: Callable[[], dict[str, Any]], metrics: MetricsRenderer,
-                 routes: Iterable[Route] = ()) -> None:
+                 routes: Iterable[Route] = (), ready: ReadyState | None = None) -> None:
         """``routes``: the node's other routes (streams, segment uploads,
-        the admin page), matched after these."""
+        the admin page), matched after these; ``ready``: whether the node
+        is ready for its clients (``health.Readiness.state``; without it,
+        ready while ``health`` says ``ok``)."""
         self.policy = policy
         self.dispatcher = dispatcher
         self.publisher = publisher
         self.health_report = health
+        self.ready_state: ReadyState = ready or self._ready_from_report
         self.render_metrics = metrics
         root = static_root()
         self.js = StaticFiles(str(root / "js"))
@@ -98,6 +105,8 @@ class WebApp:
             Route.post("/api/publish", self.publish),
             Route.get("/api/publish", self.preflight, ("OPTIONS",)),
             Route.get("/health", self.health),
+            Route.get("/health/live", self.live),
+            Route.get("/health/ready", self.ready),
             Route.get("/metrics", self.metrics, ("GET",)),
             Route.get("/static/js/", self.static_js, branch=True),
             Route.get("/examples/", self.static_examples, branch=True),
@@ -157,6 +166,26 @@ class WebApp:
         request.setHeader(b"cache-control", b"no-store")
         return HttpPolicy.path_answer(request, 200 if report.get("status") == "ok" else 503,
                                       json_bytes(report))
+
+    def live(self, request: Request) -> bytes:
+        """200 while the process answers HTTP: a liveness probe's."""
+        request.setHeader(b"cache-control", b"no-store")
+        return HttpPolicy.path_answer(request, 200, PROBE_OK)
+
+    def ready(self, request: Request) -> bytes:
+        """200 when the node can serve its clients, else 503 with the
+        reason: a readiness probe's and a balancer's."""
+        ready, why = self.ready_state()
+        request.setHeader(b"cache-control", b"no-store")
+        if ready:
+            return HttpPolicy.path_answer(request, 200, PROBE_OK)
+        return HttpPolicy.path_answer(request, 503, json_bytes(
+            {"status": "unavailable", "reason": why or "not ready"}))
+
+    def _ready_from_report(self) -> tuple[bool, str | None]:
+        if self.health_report().get("status") == "ok":
+            return True, None
+        return False, "the change feed is down"
 
     def metrics(self, request: Request) -> bytes:
         content_type, body = self.render_metrics()

@@ -14,7 +14,7 @@ from twisted.internet.task import Clock
 from pushengine.metrics import prometheus as metrics
 from pushengine.core.changes import Change
 from pushengine.app.service import Node
-from tests.http.harness import ClockNode, Http, options
+from tests.http.harness import ClockNode, Http, Rpc, options
 from tests.services import require_program
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,19 +42,34 @@ def every_source_node() -> Node:
 
 
 def scrape(node: Node) -> str:
-    return metrics.render(metrics.make_registry(node.collector)).decode("utf-8")
+    """What the node's /metrics answers (the process's series and the build
+    info included)."""
+    return node.web.render_metrics()[1].decode("utf-8")
 
 
 def default_node() -> ClockNode:
+    """The built-in node after a call, a subscription and a poll woken by a
+    change: every histogram has a series."""
     node = ClockNode()
-    node.engine.apply_changes([Change("User", "upsert", 1, {"id": 1, "name": "a"})])
+    rpc = Rpc(Http(node.web.resource()))
+    sid = rpc("session.create")
+    rpc("stream.subscribe_public_live", sid, 5)
+    rpc.send("session.get_events", sid, 30, 0)
+    node.engine.apply_changes([Change("User", "upsert", 1, {"id": 1, "name": "a"}),
+                               Change("Stream", "upsert", 1, {
+                                   "id": 1, "title": "t", "user_id": 1, "live": True,
+                                   "public": True, "created_at": "2026-01-01T00:00:00Z"})])
     return node
 
 
 def series(text: str) -> dict[str, str]:
-    """Every series name in a scrape, with its family's type."""
+    """Every series name in a scrape, with its family's type; a histogram
+    by its family's name (its samples are ``_bucket``, ``_count``, ``_sum``)."""
     found = {}
     for family in text_string_to_metric_families(text):
+        if family.type == "histogram":
+            found[family.name] = family.type
+            continue
         for sample in family.samples:
             found[sample.name] = family.type
     return found
@@ -73,7 +88,7 @@ def test_promtool_accepts_the_metrics(make) -> None:
 @pytest.mark.parametrize("make", [every_source_node, default_node], ids=["every-source", "default"])
 def test_counters_end_in_total_and_gauges_do_not(make) -> None:
     for name, kind in series(scrape(make())).items():
-        assert kind in ("counter", "gauge"), name
+        assert kind in ("counter", "gauge", "histogram"), name
         assert name.endswith("_total") == (kind == "counter"), (name, kind)
 
 
@@ -119,14 +134,15 @@ def docs_section(title: str) -> str:
 
 
 def test_the_metrics_table_lists_every_series() -> None:
-    table = set(re.findall(r"^\| `(pushengine_[a-z_]+)` \|", docs_section("GET /metrics"), re.M))
+    table = set(re.findall(r"^\| `((?:pushengine|process)_[a-z_]+)` \|",
+                           docs_section("GET /metrics"), re.M))
     emitted = set(series(scrape(every_source_node()))) | set(series(scrape(default_node())))
     assert emitted - table == set(), "series missing from docs/api.md"
     assert table - emitted == set(), "docs/api.md lists series no node emits"
 
 
 def test_the_metrics_table_gives_each_series_its_type() -> None:
-    rows = re.findall(r"^\| `(pushengine_[a-z_]+)` \| (counter|gauge)",
+    rows = re.findall(r"^\| `((?:pushengine|process)_[a-z_]+)` \| (counter|gauge|histogram)",
                       docs_section("GET /metrics"), re.M)
     emitted = series(scrape(every_source_node())) | series(scrape(default_node()))
     for name, kind in rows:
