@@ -135,7 +135,7 @@ def main() -> None:
         off = statistics.median(figures[key][False])
         on = statistics.median(figures[key][True])
         print(f"{label}: without histograms {off:.2f}, with {on:.2f} "
-              f"(+{on - off:.2f} µs, ×{on / off:.3f})")
+              f"({on - off:+.2f} µs, ×{on / off:.3f})")
 
 
 if __name__ == "__main__":
