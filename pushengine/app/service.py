@@ -347,6 +347,8 @@ class Node:
     # -- adapter choices ----------------------------------------------------------
     def _store(self) -> Any:
         options = self.options
+        if options["store-url"] and is_postgres(options["store-url"]):
+            return self._postgres_store(options["store-url"])
         if options["store-url"]:
             import treq
 
@@ -363,8 +365,29 @@ class Node:
             log.info("seeded the in-process store with {count} objects", count=count)
         return store
 
+    def _postgres_store(self, url: str) -> Any:
+        """The views' tables in PostgreSQL (SPEC 20): every type a view shows
+        must be mapped to a table in the views file."""
+        from pushengine.postgres.store import PostgresStore
+        unmapped = sorted({spec.type for spec in self.catalog.views.values()}
+                          - set(self.catalog.tables))
+        if unmapped:
+            where = self.options["views"] or "the built-in views"
+            raise usage.UsageError(
+                f"--store-url postgresql://: the views file ({where}) maps no table for type "
+                f"{unmapped[0]}: add 'table: NAME' to types: {unmapped[0]} (docs/postgres.md)")
+        store = PostgresStore(self.reactor, url, self.catalog, pool_size=self.options["pg-pool"],
+                              statement_timeout=self.options["pg-timeout"],
+                              keep=set(self.catalog.public_fields))
+        self.sources["postgres"] = store
+        return store
+
     def _feed(self) -> Any:
         options = self.options
+        if options["feed-url"]:
+            from pushengine.postgres.walfeed import WalFeed
+            return WalFeed(self.reactor, options["feed-url"], self.catalog,
+                           node_id=options["node-id"])
         if options["amqp"]:
             from pushengine.amqp import AmqpFeed
             bindings = None
@@ -382,10 +405,17 @@ class Node:
                 return AmqpFeed(self.reactor, options["amqp"], exchange=options["amqp-exchange"],
                                 node_id=options["node-id"], id_fields=self.catalog.id_fields,
                                 routing=options["amqp-routing"], routes=self.catalog.routes,
-                                bindings=bindings, prefetch=options["amqp-prefetch"])
+                                bindings=bindings, prefetch=options["amqp-prefetch"],
+                                **self._amqp_format())
             except ValueError as e:
                 raise usage.UsageError(f"--amqp: {e}") from None
         return MemoryFeed()
+
+    def _amqp_format(self) -> dict[str, Any]:
+        """``--amqp-format debezium``: the feed reads Debezium's events."""
+        if self.options["amqp-format"] == "json":
+            return {}
+        return {"format": "debezium", "catalog": self.catalog}
 
     def _online(self) -> Any:
         online = OnlineCounter(self.cache, self.reactor, period=self.options["online-period"])
@@ -415,6 +445,11 @@ class Node:
             lambda f: log.failure("reading the online figure failed", f))
 
     # -- operations ---------------------------------------------------------------
+    def _refuse(self, why: str) -> None:
+        """A part found at start that it cannot work: say why, and stop."""
+        log.critical("cannot start: {why}", why=why)
+        self.reactor.stop()
+
     def health(self) -> dict[str, Any]:
         feed = self.feed.health()
         report = {"status": "ok" if feed.get("up") else "unavailable",
@@ -428,6 +463,9 @@ class Node:
             health = getattr(part, "health", None)     # the backends that can tell
             if health is not None:
                 report[name] = health()
+        postgres = self.sources.get("postgres")
+        if postgres is not None:
+            report["postgres"] = postgres.health()
         redis = self.sources.get("redis")
         report["redis"] = redis.health() if redis is not None else {"up": False,
                                                                     "kind": "none"}
@@ -472,6 +510,9 @@ class Node:
             self.bloom.setServiceParent(self.services)
         if isinstance(self.segments, service.Service):
             self.segments.setServiceParent(self.services)
+        if "postgres" in self.sources:
+            from pushengine.postgres.store import StoreService
+            StoreService(self.sources["postgres"], self._refuse).setServiceParent(self.services)
         FeedService(self.feed, self.sink).setServiceParent(self.services)
         strports.service(options["port"], self.http_factory(), reactor=reactor).setServiceParent(
             self.services)
@@ -492,6 +533,10 @@ class Node:
             timer(1.0 / options["demo-rate"], producer.tick, reactor).setServiceParent(
                 self.services)
         return self.services
+
+
+def is_postgres(url: str | None) -> bool:
+    return bool(url) and url.split("://", 1)[0] in ("postgres", "postgresql")  # type: ignore[union-attr]
 
 
 def build_service(options: Any, reactor: Any) -> service.MultiService:
