@@ -349,6 +349,9 @@ class Node:
         options = self.options
         if options["store-url"] and is_postgres(options["store-url"]):
             return self._postgres_store(options["store-url"])
+        if not options["store-url"] and options["feed-url"]:
+            # a node on its database: its views read the same database
+            return self._postgres_store(options["feed-url"])
         if options["store-url"]:
             import treq
 
@@ -529,10 +532,27 @@ class Node:
             timer(1.0, self.stats_publisher.tick, reactor).setServiceParent(self.services)
         if options["demo"]:
             from pushengine.tools.demo import DemoProducer
-            producer = DemoProducer(reactor, self.feed)
+            producer = DemoProducer(reactor, self._demo_target())
             timer(1.0 / options["demo-rate"], producer.tick, reactor).setServiceParent(
                 self.services)
         return self.services
+
+
+    def _demo_target(self) -> Any:
+        """Where --demo sends its changes: the feed, or on PostgreSQL the
+        tables themselves (they come back through the WAL)."""
+        url = self.options["feed-url"]
+        if not url:
+            return self.feed
+        from pushengine.postgres.writer import TableWriter
+        writer = TableWriter(self.reactor, url, self.catalog)
+        try:
+            # before the reactor runs: the WAL feed looks for these tables
+            writer.ensure_schema_now()
+        except Exception as e:
+            raise usage.UsageError(f"--demo: cannot make the demo's tables in "
+                                   f"--feed-url's database: {e}") from None
+        return writer
 
 
 def is_postgres(url: str | None) -> bool:
