@@ -418,7 +418,7 @@ class Node:
         """``--amqp-format debezium``: the feed reads Debezium's events."""
         if self.options["amqp-format"] == "json":
             return {}
-        return {"format": "debezium", "catalog": self.catalog}
+        return {"format": "debezium", "tables": self.catalog.tables}
 
     def _online(self) -> Any:
         online = OnlineCounter(self.cache, self.reactor, period=self.options["online-period"])

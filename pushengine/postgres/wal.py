@@ -606,8 +606,10 @@ class WalReader:
                 if getattr(e, "pgcode", None) == OBJECT_IN_USE:
                     raise SlotInUse(str(e).strip()) from None
                 raise
-            if created and self._streamed_before:
-                # the changes since the last connection are not in this slot
+            if created and (self._streamed_before or self.temporary):
+                # the changes since the last connection are not in this slot;
+                # a node's temporary slot is new at its start too, and the
+                # views it read before the slot existed may miss a change
                 self.gaps += 1
                 self._hand_over(control, self._gap)
             self._streamed_before = True
