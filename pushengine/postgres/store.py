@@ -34,6 +34,7 @@ from pushengine.core.changes import DELETE, Change
 from pushengine.core.errors import StoreUnavailable
 from pushengine.core.positions import Snapshot, State
 from pushengine.postgres.rows import Column, row_object
+from pushengine.postgres.similar import SimilarRows, uses_similar
 from pushengine.postgres.sql import Plan, TableInfo, compile_view
 from pushengine.views.spec import BoundView, Catalog, Table, ViewSpec
 from pushengine.views.values import sort_key
@@ -99,6 +100,15 @@ class PostgresStore:
         self.keep = frozenset(keep)
         self.objects: dict[str, dict[Hashable, dict]] = {}
         self.started = False
+        # similar views: their rows in memory, with the LSH (postgres/similar.py)
+        self.similar: dict[str, SimilarRows] = {}
+        by_type: dict[str, list[ViewSpec]] = {}
+        for spec in catalog.views.values():
+            if uses_similar(spec) and spec.type in catalog.tables:
+                by_type.setdefault(spec.type, []).append(spec)
+        for type_, specs in by_type.items():
+            self.similar[type_] = SimilarRows(reactor, type_, specs,
+                                              catalog.id_fields.get(type_, "id"), self.read_all)
 
     @staticmethod
     def _configure(conn: Any) -> None:
@@ -156,13 +166,31 @@ class PostgresStore:
         """How many matches an answer holds when it may not hold every one:
         as many as the view's largest window, so that a larger limit needs
         no second read."""
+        if uses_similar(view) and view.type in self.similar:
+            return self.similar[view.type].promised(view, limit)
         return max(limit, getattr(view, "limit_max", 0), PROMISE_MIN)
+
+    def hold(self, view: ViewSpec) -> None:
+        """A query of ``view`` is made (the view registry says so): a similar
+        view's rows are read into memory with the first one."""
+        if uses_similar(view) and view.type in self.similar:
+            self.similar[view.type].hold(view)
+
+    def release(self, view: ViewSpec) -> None:
+        if uses_similar(view) and view.type in self.similar:
+            self.similar[view.type].release(view)
+
+    def read_all(self, bound: BoundView) -> Deferred[State]:
+        """Every row of ``bound``'s table that its conditions let through."""
+        return deferToThreadPool(self.reactor, self.threads, self.read_state, bound, 1 << 62)
 
     def query(self, view: ViewSpec, params: dict[str, Any], limit: int) -> Deferred[State]:
         """Fire with the first matches of ``view`` (at least ``limit``, when
         there are so many) in view order, as a State with its snapshot."""
         if view.type not in self.catalog.tables:
             return fail(StoreUnavailable(f"type {view.type} is not mapped to a table"))
+        if uses_similar(view) and view.type in self.similar:
+            return self.similar[view.type].query(view, params, limit)
         bound = BoundView(view, dict(params or {}), limit)
         key = json.dumps([view.name, _plain(bound.values), limit], sort_keys=True,
                          default=str)
@@ -233,7 +261,7 @@ class PostgresStore:
         order_at = names.index(plan.order.name) if plan.order is not None else None
         found: list[dict] = []
         deadline = time.monotonic() + self.query_timeout
-        page = max(PAGE_MIN, 2 * want)
+        page = min(PAGE_MAX, max(PAGE_MIN, 2 * want))
         with self.pool.connection(timeout=self.connect_timeout) as conn:
             with conn.transaction():
                 snapshot = Snapshot.parse(
@@ -261,7 +289,12 @@ class PostgresStore:
         return State(found[:want], snapshot)
 
     def apply_changes(self, changes: Sequence[Change]) -> None:
-        """The database is the state; only the kept types are kept here."""
+        """The database is the state; only the kept types, and the rows of
+        similar views, are kept here."""
+        for type_, rows in self.similar.items():
+            mine = [c for c in changes if c.type == type_]
+            if mine:
+                rows.apply(mine)
         if not self.keep:
             return
         for c in changes:
@@ -277,8 +310,12 @@ class PostgresStore:
 
     def health(self) -> dict[str, Any]:
         stats = self.pool.get_stats()
-        return {"waiting": self.waiting, "queries": self.queries, "rows_read": self.rows_read,
-                "failures": self.failures, "connections": stats.get("pool_size", 0)}
+        report: dict[str, Any] = {
+            "waiting": self.waiting, "queries": self.queries, "rows_read": self.rows_read,
+            "failures": self.failures, "connections": stats.get("pool_size", 0)}
+        if self.similar:
+            report["similar"] = {t: rows.health() for t, rows in self.similar.items()}
+        return report
 
 
 def _view_key(bound: BoundView) -> Callable[[dict], tuple]:
