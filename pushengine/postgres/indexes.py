@@ -44,12 +44,14 @@ class Index:
     keys: tuple[str, ...]
     where: tuple[str, ...]
     views: tuple[str, ...]
+    method: str = "btree"
 
     def statement(self) -> str:
         # named after the first view it serves: one name per distinct index
         view = re.sub(r"(?<!^)(?=[A-Z])", "_", self.views[0]).lower()
         name = f"pe_{re.sub(r'[^a-z0-9_]', '', view)}"[:63]
-        text = (f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {self.table} "
+        using = f" USING {self.method}" if self.method != "btree" else ""
+        text = (f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {self.table}{using} "
                 f"({', '.join(self.keys)})")
         if self.where:
             text += f" WHERE {' AND '.join(self.where)}"
@@ -103,8 +105,9 @@ def view_index(spec: ViewSpec, catalog: Catalog,
         keys.append(f'{quote(id_field)} COLLATE "C"{id_direction}')
     else:
         keys.append(f"{quote(id_field)}{id_direction}")
-    if any(c.kind == "near" for c in spec.conditions) and known("lat"):
-        keys = [*dict.fromkeys(leading), "lat", "lon"] if known("lon") else keys
+    # near: the order index, read with the bounding box as a filter, finds
+    # the newest rows of a crowded box at once; a GiST index on point(lon,
+    # lat) would serve sparse boxes (docs/postgres.md, "Indexes")
     return Index(table_name, tuple(keys), tuple(dict.fromkeys(where)), (spec.name,))
 
 
@@ -116,10 +119,10 @@ def indexes(catalog: Catalog, columns: dict[str, dict[str, Column]] | None = Non
         index = view_index(spec, catalog, None if columns is None else columns.get(spec.type))
         if index is None:
             continue
-        key = (index.table, index.keys, index.where)
+        key = (index.table, index.keys, index.where, index.method)
         same = found.get(key)
         found[key] = index if same is None else Index(
-            index.table, index.keys, index.where, same.views + index.views)
+            index.table, index.keys, index.where, same.views + index.views, index.method)
     return list(found.values())
 
 

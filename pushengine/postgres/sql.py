@@ -311,18 +311,17 @@ class _Clauses:
             return TRUE
         span = km / KM_PER_DEGREE * 1.01 + 1e-6
         south, north = lat - span, lat + span
-        parts = [sql.SQL("{} BETWEEN %s AND %s").format(sql.Identifier("lat"))]
-        params: list[Any] = [south, north]
         if south > -89.0 and north < 89.0:
             widest = max(abs(south), abs(north))
             lon_span = span / max(math.cos(math.radians(widest)), 1e-9)
-            if lon_span < 179.0:
-                west, east = lon - lon_span, lon + lon_span
-                if west >= -180.0 and east <= 180.0:
-                    parts.append(sql.SQL("{} BETWEEN %s AND %s").format(sql.Identifier("lon")))
-                    params += [west, east]
-        self.params += params
-        return sql.SQL("({})").format(sql.SQL(" AND ").join(parts))
+            west, east = lon - lon_span, lon + lon_span
+            if lon_span < 179.0 and west >= -180.0 and east <= 180.0:
+                # both ways at once: a GiST index on point(lon, lat) serves it
+                self.params.extend([west, south, east, north])
+                return sql.SQL("point({}, {}) <@ box(point(%s, %s), point(%s, %s))").format(
+                    sql.Identifier("lon"), sql.Identifier("lat"))
+        self.params.extend([south, north])
+        return sql.SQL("{} BETWEEN %s AND %s").format(sql.Identifier("lat"))
 
 
 def compile_view(bound: BoundView, info: TableInfo) -> Plan:

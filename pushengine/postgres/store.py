@@ -33,7 +33,7 @@ from twisted.python.threadpool import ThreadPool
 from pushengine.core.changes import DELETE, Change
 from pushengine.core.errors import StoreUnavailable
 from pushengine.core.positions import Snapshot, State
-from pushengine.postgres.rows import Column, row_object
+from pushengine.postgres.rows import Column, converter, row_object
 from pushengine.postgres.similar import SimilarRows, uses_similar
 from pushengine.postgres.sql import Plan, TableInfo, compile_view
 from pushengine.views.spec import BoundView, Catalog, Table, ViewSpec
@@ -259,9 +259,14 @@ class PostgresStore:
         names = [c.name for c in columns]
         id_at = names.index(plan.info.id_field)
         order_at = names.index(plan.order.name) if plan.order is not None else None
+        # the predicate looks at a few fields: a row is made whole only once
+        # it matches (None: it may look at any field)
+        probe = _probe_fields(bound, names)
+        probed = [(names[i], converter(columns[i].type), i) for i in probe or ()]
         found: list[dict] = []
         deadline = time.monotonic() + self.query_timeout
         page = min(PAGE_MAX, max(PAGE_MIN, 2 * want))
+        read = 0
         with self.pool.connection(timeout=self.connect_timeout) as conn:
             with conn.transaction():
                 snapshot = Snapshot.parse(
@@ -272,9 +277,14 @@ class PostgresStore:
                     rows = conn.execute(text, params).fetchall()
                     self.queries += 1
                     self.rows_read += len(rows)
+                    read += len(rows)
                     for texts in rows:
+                        if probe is not None and not match(
+                                {name: None if texts[i] is None else convert(texts[i])
+                                 for name, convert, i in probed}):
+                            continue
                         obj = row_object(columns, texts)
-                        if match(obj):
+                        if probe is not None or match(obj):
                             found.append(obj)
                     if len(rows) < page or (plan.ordered and len(found) >= want):
                         break
@@ -283,7 +293,7 @@ class PostgresStore:
                             f"the view's query took more than {self.query_timeout:g} s")
                     last = rows[-1]
                     after = (last[order_at] if order_at is not None else None, last[id_at])
-                    page = min(PAGE_MAX, page * 2)
+                    page = _next_page(page, read, len(found), want, plan.ordered)
         if not plan.ordered:
             found.sort(key=_view_key(bound), reverse=bound.spec.descending)
         return State(found[:want], snapshot)
@@ -316,6 +326,37 @@ class PostgresStore:
         if self.similar:
             report["similar"] = {t: rows.health() for t, rows in self.similar.items()}
         return report
+
+
+# the fields each operator's predicate reads besides its own field (and the
+# implicit rules: ``public`` for privacy, ``audience`` for targeting)
+_OPERATOR_FIELDS: dict[str, tuple[str, ...]] = {
+    "eq": (), "in": (), "ne": (), "gt": (), "gte": (), "lt": (), "lte": (), "has_word": (),
+    "near": ("lat", "lon"), "visible_to": ("public", "user_id", "allowed_users"),
+}
+
+
+def _probe_fields(bound: BoundView, names: list[str]) -> list[int] | None:
+    """The columns the view's predicate reads, or None when an operator may
+    read others (a computed order, an operator this list does not know)."""
+    fields = {"public", "audience"}
+    for c in bound.spec.conditions:
+        extra = _OPERATOR_FIELDS.get(c.kind)
+        if extra is None:
+            return None
+        fields.update(extra)
+        if c.field is not None:
+            fields.add(c.field)
+    return [i for i, name in enumerate(names) if name in fields]
+
+
+def _next_page(page: int, read: int, found: int, want: int, ordered: bool) -> int:
+    """The next page's size: as many rows as the matches so far say the
+    rest of the window needs (a fifth more), at most PAGE_MAX."""
+    if not ordered or found == 0:
+        return min(PAGE_MAX, page * 2)
+    needed = (want - found) * read / found * 1.2
+    return int(min(PAGE_MAX, max(PAGE_MIN, needed)))
 
 
 def _view_key(bound: BoundView) -> Callable[[dict], tuple]:
