@@ -26,7 +26,7 @@ DOC = ROOT / "docs" / "architecture.md"
 #
 # A part is a package of pushengine/; "pushengine" is the root
 # pushengine/__init__.py (it holds only __version__) and "plugin" is
-# twisted/plugins/pushengine_plugin.py. An entry names a whole part ("core")
+# the twistd plugins, twisted/plugins/pushengine*.py. An entry names a whole part ("core")
 # or one module of one ("web.policy": that module only). Libraries are not
 # listed here (see LIBRARIES). The table itself has no cycle (a test says
 # so), so code that keeps it has none either.
@@ -73,8 +73,9 @@ RULES: dict[str, set[str]] = {
     "metrics": {"core", "views"},
     # PostgreSQL: the store of record (SQL compiled from the views), the WAL
     # reader, the relay's logic and the node's own WAL feed; the broker it
-    # publishes to is given by app/ (app/cdc.py), never imported here
-    "postgres": {"core", "views"},
+    # publishes to is given by app/ (app/cdc.py), never imported here; the
+    # rows of similar views are kept in the in-process store, with its LSH
+    "postgres": {"core", "views", "stores.memory"},
     # the composition root: builds everything, so it may import everything
     # but the backend client library
     "app": {"pushengine", "core", "views", "segments", "cluster", "api", "bloom", "admin",
@@ -88,7 +89,8 @@ RULES: dict[str, set[str]] = {
     # it without the engine's dependencies mattering)
     "client": set(),
     "pushengine": set(),
-    # the twistd plugin names pushengine.app.tap (a string Twisted imports)
+    # the twistd plugins name pushengine.app.tap and pushengine.app.cdc
+    # (strings Twisted imports)
     "plugin": {"app"},
 }
 
@@ -171,8 +173,8 @@ def read_imports(root: Path) -> tuple[list[Import], dict[str, set[str]]]:
     and the libraries each part imports (top-level name -> files:lines)."""
     modules = module_index(root)
     sources = [(name, path, package) for name, (path, package) in modules.items()]
-    plugin = root / "twisted" / "plugins" / "pushengine_plugin.py"
-    if plugin.exists():
+    # every twistd plugin of the project (pushengine, pushengine-cdc)
+    for plugin in sorted((root / "twisted" / "plugins").glob("pushengine*.py")):
         sources.append(("<plugin>", plugin, False))
     imports: list[Import] = []
     libraries: dict[str, set[str]] = defaultdict(set)

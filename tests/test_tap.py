@@ -1,6 +1,7 @@
 """``twistd pushengine``: its options (SPEC section 1) and the plugin itself."""
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -51,6 +52,10 @@ DEFAULTS = {
     "memcache": None,
     "redis": None,
     "store-url": None,
+    "feed-url": None,
+    "amqp-format": "json",
+    "pg-pool": 4,
+    "pg-timeout": 5.0,
     "demo-rate": 3.0,
     "demo": 0,
     "namespace": None,
@@ -188,7 +193,8 @@ def test_environment_names() -> None:
                                                 "store-url", "memcache", "trusted-proxies",
                                                 "namespace", "http", "webhook-url",
                                                 "webhook-secret", "admin-key",
-                                                "amqp-routing", "log-format")])
+                                                "amqp-routing", "feed-url", "amqp-format",
+                                                "log-format")])
 def test_every_string_option_reads_its_variable(name: str) -> None:
     value = "tcp:1234" if name == "port" else "value-1"
     assert parse(environ={env_name(name): value})[name] == value
@@ -355,7 +361,7 @@ def test_webhook_options() -> None:
     for argv, message in [(("--webhook-url", "ftp://x/"), "http"),
                           (("--webhook-secret", "s"), "needs --webhook-url"),
                           (("--webhook-url", "http://x/", "--webhook-queue", "0"), "at least 1")]:
-        with pytest.raises(usage.UsageError, match=message):
+        with pytest.raises(usage.UsageError, match=re.escape(message)):
             parse(*argv)
 
 
@@ -436,3 +442,25 @@ def test_the_streams_are_pinged_after_stream_ping_seconds(argv, sse, ws) -> None
 def test_stream_ping_must_be_a_positive_number(option, bad) -> None:
     with pytest.raises(usage.UsageError):
         parse(option, bad)
+
+
+def test_postgres_options(files) -> None:
+    options = parse("--store-url", "postgresql://u:p@db:5432/app", "--pg-pool", "8",
+                    "--pg-timeout", "2.5")
+    assert (options["store-url"], options["pg-pool"], options["pg-timeout"]) == (
+        "postgresql://u:p@db:5432/app", 8, 2.5)
+    assert parse("--feed-url", "postgres://db/app")["feed-url"] == "postgres://db/app"
+    assert parse("--amqp-format", "debezium")["amqp-format"] == "debezium"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--store-url", "mysql://db/app"], "--store-url must be an http(s):// or postgresql://"),
+    (["--feed-url", "http://db/app"], "--feed-url must be a postgresql:// URL"),
+    (["--feed-url", "postgresql://db/app", "--amqp", "amqp://h/"], "two change feeds"),
+    (["--amqp-format", "avro"], "--amqp-format must be json or debezium"),
+    (["--pg-pool", "0"], "--pg-pool must be 1 to 100"),
+    (["--pg-timeout", "0"], "--pg-timeout must be a number greater than 0"),
+])
+def test_postgres_options_refused(argv, message) -> None:
+    with pytest.raises(usage.UsageError, match=re.escape(message)):
+        parse(*argv)

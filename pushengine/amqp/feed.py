@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, Callable, Generator, Mapping, Protocol, Sequence
 
 from twisted.application.internet import ClientService, backoffPolicy
@@ -20,6 +21,7 @@ from txamqp.client import ChannelClosed
 from pushengine.amqp.connection import (
     NOT_FOUND, PRECONDITION_FAILED, Channel, FeedClient, HandshakeEndpoint,
     ReadyClientFactory, describe, reply_code)
+from pushengine.amqp.debezium import TableName, decode_message, table_map
 from pushengine.amqp.delivery import Delivery, as_delivery
 from pushengine.amqp.interest import Bindings
 from pushengine.amqp.publisher import (
@@ -30,6 +32,7 @@ from pushengine.amqp.url import AmqpUrl, parse_amqp_url
 from pushengine.core.changes import Change, decode_changes, encode_changes
 from pushengine.core.interfaces import ChangeSink
 from pushengine.core.numbers import parse_decimal
+from pushengine.core.positions import LSN_HEADER, Position, Watermark
 
 log = Logger()
 
@@ -40,6 +43,13 @@ DEFAULT_ROUTED_EXCHANGE = "pushengine.routed"
 FANOUT = "fanout"
 INTEREST = "interest"
 ROUTINGS = (FANOUT, INTEREST)
+# what a message body is: the engine's change messages (SPEC 2), or
+# Debezium's change events (amqp/debezium.py)
+JSON = "json"
+DEBEZIUM = "debezium"
+FORMATS = (JSON, DEBEZIUM)
+# tables whose unmapped events were logged (once each)
+UNMAPPED_LOGGED = 1000
 # ids of the messages applied last, kept to drop a later copy (interest mode)
 # or a redelivery of a message applied before its ack was lost
 SEEN_MESSAGES = 10_000
@@ -134,6 +144,16 @@ class AmqpFeed:
     confirmed).  A message published under two keys (an
     object that moved) comes as two copies with one message id: the first
     one a node receives is applied, the other dropped.
+
+    WAL positions: a message whose headers say where it stands in
+    PostgreSQL's WAL (``pushengine-lsn``, ``-xid``, ``-part``, written by
+    the relay) passes the feed's ``Watermark`` (a copy at or below the last
+    position applied is dropped, ``wal_copies_dropped``), and its changes
+    carry the transaction id (``Change.xid``) for the views' hand-off.
+
+    ``format="debezium"``: the bodies are Debezium's change events
+    (``amqp.debezium``), the types found through ``tables`` (type -> its
+    table, ``Catalog.tables``); the engine's own change messages still pass.
     """
 
     def __init__(self, reactor: IReactorTime, url: str | AmqpUrl,
@@ -145,9 +165,18 @@ class AmqpFeed:
                  retry_policy: Callable[[int], float] | None = None,
                  connect_timeout: float = 10.0, handshake_timeout: float = 30.0,
                  routing: str = FANOUT, routes: Mapping[str, Sequence[str]] | None = None,
-                 bindings: Bindings | None = None) -> None:
+                 bindings: Bindings | None = None, format: str = JSON,
+                 tables: Mapping[str, TableName] | None = None) -> None:
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be {' or '.join(ROUTINGS)}, not {routing!r}")
+        if format not in FORMATS:
+            raise ValueError(f"format must be {' or '.join(FORMATS)}, not {format!r}")
+        if format == DEBEZIUM and routing != FANOUT:
+            raise ValueError("the debezium format needs the fanout routing: Debezium "
+                             "Server's routing keys are not the engine's")
+        if format == DEBEZIUM and not tables:
+            raise ValueError("the debezium format needs types mapped to tables in the "
+                             "views file (types: {Stream: {id: id, table: streams}})")
         if not 1 <= prefetch <= 65535:
             raise ValueError("prefetch must be 1 to 65535 (basic.qos takes a short)")
         if queue_ttl <= 0:
@@ -168,6 +197,12 @@ class AmqpFeed:
         self.bindings = bindings if bindings is not None or routing == FANOUT \
             else Bindings(reactor)
         self._applied: OrderedDict[str, None] = OrderedDict()
+        self.format = format
+        # debezium: (schema, table) -> (type, id field); None for json
+        self.tables = table_map(tables or {}, id_fields or {}) if format == DEBEZIUM else None
+        # the last WAL position applied: a relay's copies sent again are dropped
+        self.watermark = Watermark()
+        self._unmapped_logged: set[tuple[str, str]] = set()
 
         self._sink: ChangeSink | None = None
         self._state = STOPPED
@@ -193,6 +228,8 @@ class AmqpFeed:
         self.redeliveries_dropped = 0
         self.batches = 0
         self.acks = 0
+        self.unmapped_events = 0
+        self.ignored_events = 0
         self.feed_lag: float | None = None
 
         tcp = HostnameEndpoint(reactor, self.url.host, self.url.port,
@@ -286,6 +323,7 @@ class AmqpFeed:
             "node_id": self.node_id,
             "queue": self.queue,
             "routing": self.routing,
+            "format": self.format,
         }
 
     def stats(self) -> dict[str, float]:
@@ -305,6 +343,9 @@ class AmqpFeed:
             "redeliveries_dropped": self.redeliveries_dropped,
             "batches": self.batches,
             "acks": self.acks,
+            "wal_copies_dropped": self.watermark.dropped,
+            "unmapped_events": self.unmapped_events,
+            "ignored_events": self.ignored_events,
             "connected": 1 if self._state == CONNECTED else 0,
         }
         if self.bindings is not None:
@@ -321,6 +362,12 @@ class AmqpFeed:
     @property
     def state(self) -> str:
         return self._state
+
+    @property
+    def wal_copies_dropped(self) -> int:
+        """Messages at or below the last WAL position applied (a relay's
+        copies sent again), dropped."""
+        return self.watermark.dropped
 
     @property
     def client(self) -> FeedClient | None:
@@ -509,7 +556,11 @@ class AmqpFeed:
         """Decode delivered messages and hand all their good changes to the
         sink in one call, in order.
 
-        Each message goes through the redelivery and copy check first.
+        Each message goes through the redelivery and copy check first, then,
+        when its headers say a WAL position (``core/positions.py``), through
+        the watermark: a message at or below the last position applied is a
+        copy a restarted relay sent again, and is dropped; the changes of a
+        message with a position carry its transaction (``xid``).
         Malformed messages and changes are logged (one line per message)
         and counted; a failing sink is logged and counted once for the
         batch.  Never raises for either: the messages are acked and the feed
@@ -517,7 +568,9 @@ class AmqpFeed:
         """
         self.messages_received += len(deliveries)
         id_fields = self.id_fields
+        tables = self.tables
         changes: list[Change] = []
+        sent_ms: int | None = None
         for delivery in deliveries:
             if delivery.message_id is not None:
                 again = self._applied_before(delivery)
@@ -527,7 +580,32 @@ class AmqpFeed:
                     else:
                         self.redeliveries_dropped += 1
                     continue
-            decoded, errors = decode_changes(delivery.body, id_fields)
+            headers = delivery.headers
+            position = None
+            if headers:
+                bad = headers_ms(headers) is False
+                if LSN_HEADER in headers:
+                    position = Position.from_headers(headers)
+                    if position is None:
+                        bad = True          # applied as a message without one
+                    elif not self.watermark.admit(position):
+                        continue
+                if bad:
+                    self.bad_headers += 1   # ignored, as a message without it
+            if tables is None:
+                decoded, errors = decode_changes(delivery.body, id_fields)
+            else:
+                event = decode_message(delivery.body, tables, id_fields)
+                decoded, errors = event.changes, event.errors
+                if event.sent_ms is not None:
+                    sent_ms = event.sent_ms
+                if event.ignored:
+                    self.ignored_events += 1
+                elif event.unmapped is not None:
+                    self._unmapped(event.unmapped)
+                elif event.position is not None and position is None \
+                        and not self.watermark.admit(event.position):
+                    continue
             if errors:
                 self.malformed_messages += 1
                 self.malformed_changes += len(errors)
@@ -536,10 +614,10 @@ class AmqpFeed:
                          tag=delivery.delivery_tag,
                          kept=f" (kept {len(decoded)})" if decoded else "",
                          errors="; ".join(errors[:3]) + ("; ..." if len(errors) > 3 else ""))
+            if position is not None:
+                xid = position.xid
+                decoded = [replace(change, xid=xid) for change in decoded]
             changes += decoded
-            headers = delivery.headers
-            if headers and headers_ms(headers) is False:
-                self.bad_headers += 1       # ignored, as a message without it
         if changes:
             try:
                 assert self._sink is not None, "start(sink) comes first"
@@ -553,8 +631,21 @@ class AmqpFeed:
                 self.changes_applied += len(changes)
         if deliveries:
             sent_at = delivery_time(deliveries[-1])
+            if sent_at is None and sent_ms is not None:
+                sent_at = sent_ms / 1000.0
             if sent_at is not None:
                 self.feed_lag = max(0.0, self.reactor.seconds() - sent_at)
+
+    def _unmapped(self, table: tuple[str, str]) -> None:
+        """A Debezium event of a table no type maps to: counted, dropped,
+        and logged once per table."""
+        self.unmapped_events += 1
+        if table in self._unmapped_logged or len(self._unmapped_logged) >= UNMAPPED_LOGGED:
+            return
+        self._unmapped_logged.add(table)
+        log.info("AMQP feed: dropping the Debezium events of table {schema}.{table}: no "
+                 "type of the views file maps to it (types: {{T: {{table: ..., "
+                 "schema: ...}}}})", schema=table[0], table=table[1])
 
 
 def _first_failure(f: Failure) -> Failure:

@@ -55,6 +55,8 @@ ERRORS: dict[int, str] = {
     1007: "rate limited; retry after the seconds of Retry-After",
     1010: "the Bloom filter refuses the command",
     1011: "the Bloom filters' store is unavailable",
+    1012: "the store of initial states is unavailable (its database is down, slow or busy); "
+          "nothing was subscribed, retry later",
 }
 
 
@@ -119,7 +121,7 @@ class Description:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-SUBSCRIBE_ERRORS = (1001, 1002, 1003, 1004, -32602)
+SUBSCRIBE_ERRORS = (1001, 1002, 1003, 1004, 1012, -32602)
 
 DESCRIPTIONS: dict[str, Description] = {
     "session.create": Description(

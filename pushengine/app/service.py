@@ -373,6 +373,11 @@ class Node:
     # -- adapter choices ----------------------------------------------------------
     def _store(self) -> Any:
         options = self.options
+        if options["store-url"] and is_postgres(options["store-url"]):
+            return self._postgres_store(options["store-url"])
+        if not options["store-url"] and options["feed-url"]:
+            # a node on its database: its views read the same database
+            return self._postgres_store(options["feed-url"])
         if options["store-url"]:
             import treq
 
@@ -389,8 +394,29 @@ class Node:
             log.info("seeded the in-process store with {count} objects", count=count)
         return store
 
+    def _postgres_store(self, url: str) -> Any:
+        """The views' tables in PostgreSQL (SPEC 20): every type a view shows
+        must be mapped to a table in the views file."""
+        from pushengine.postgres.store import PostgresStore
+        unmapped = sorted({spec.type for spec in self.catalog.views.values()}
+                          - set(self.catalog.tables))
+        if unmapped:
+            where = self.options["views"] or "the built-in views"
+            raise usage.UsageError(
+                f"--store-url postgresql://: the views file ({where}) maps no table for type "
+                f"{unmapped[0]}: add 'table: NAME' to types: {unmapped[0]} (docs/postgres.md)")
+        store = PostgresStore(self.reactor, url, self.catalog, pool_size=self.options["pg-pool"],
+                              statement_timeout=self.options["pg-timeout"],
+                              keep=set(self.catalog.public_fields))
+        self.sources["postgres"] = store
+        return store
+
     def _feed(self) -> Any:
         options = self.options
+        if options["feed-url"]:
+            from pushengine.postgres.walfeed import WalFeed
+            return WalFeed(self.reactor, options["feed-url"], self.catalog,
+                           node_id=options["node-id"])
         if options["amqp"]:
             from pushengine.amqp import AmqpFeed
             bindings = None
@@ -408,10 +434,17 @@ class Node:
                 return AmqpFeed(self.reactor, options["amqp"], exchange=options["amqp-exchange"],
                                 node_id=options["node-id"], id_fields=self.catalog.id_fields,
                                 routing=options["amqp-routing"], routes=self.catalog.routes,
-                                bindings=bindings, prefetch=options["amqp-prefetch"])
+                                bindings=bindings, prefetch=options["amqp-prefetch"],
+                                **self._amqp_format())
             except ValueError as e:
                 raise usage.UsageError(f"--amqp: {e}") from None
         return MemoryFeed()
+
+    def _amqp_format(self) -> dict[str, Any]:
+        """``--amqp-format debezium``: the feed reads Debezium's events."""
+        if self.options["amqp-format"] == "json":
+            return {}
+        return {"format": "debezium", "tables": self.catalog.tables}
 
     def _online(self) -> Any:
         online = OnlineCounter(self.cache, self.reactor, period=self.options["online-period"])
@@ -441,6 +474,11 @@ class Node:
             lambda f: log.failure("reading the online figure failed", f))
 
     # -- operations ---------------------------------------------------------------
+    def _refuse(self, why: str) -> None:
+        """A part found at start that it cannot work: say why, and stop."""
+        log.critical("cannot start: {why}", why=why)
+        self.reactor.stop()
+
     def draining(self) -> None:
         """Shutdown began: ``/health/ready`` answers 503 from now on (the
         graceful shutdown calls this first, then waits --drain-delay)."""
@@ -462,6 +500,9 @@ class Node:
             health = getattr(part, "health", None)     # the backends that can tell
             if health is not None:
                 report[name] = health()
+        postgres = self.sources.get("postgres")
+        if postgres is not None:
+            report["postgres"] = postgres.health()
         redis = self.sources.get("redis")
         report["redis"] = redis.health() if redis is not None else {"up": False,
                                                                     "kind": "none"}
@@ -506,6 +547,9 @@ class Node:
             self.bloom.setServiceParent(self.services)
         if isinstance(self.segments, service.Service):
             self.segments.setServiceParent(self.services)
+        if "postgres" in self.sources:
+            from pushengine.postgres.store import StoreService
+            StoreService(self.sources["postgres"], self._refuse).setServiceParent(self.services)
         FeedService(self.feed, self.sink).setServiceParent(self.services)
         strports.service(options["port"], self.http_factory(), reactor=reactor).setServiceParent(
             self.services)
@@ -524,10 +568,31 @@ class Node:
             timer(1.0, self.stats_publisher.tick, reactor).setServiceParent(self.services)
         if options["demo"]:
             from pushengine.tools.demo import DemoProducer
-            producer = DemoProducer(reactor, self.feed)
+            producer = DemoProducer(reactor, self._demo_target())
             timer(1.0 / options["demo-rate"], producer.tick, reactor).setServiceParent(
                 self.services)
         return self.services
+
+
+    def _demo_target(self) -> Any:
+        """Where --demo sends its changes: the feed, or on PostgreSQL the
+        tables themselves (they come back through the WAL)."""
+        url = self.options["feed-url"]
+        if not url:
+            return self.feed
+        from pushengine.postgres.writer import TableWriter
+        writer = TableWriter(self.reactor, url, self.catalog)
+        try:
+            # before the reactor runs: the WAL feed looks for these tables
+            writer.ensure_schema_now()
+        except Exception as e:
+            raise usage.UsageError(f"--demo: cannot make the demo's tables in "
+                                   f"--feed-url's database: {e}") from None
+        return writer
+
+
+def is_postgres(url: str | None) -> bool:
+    return bool(url) and url.split("://", 1)[0] in ("postgres", "postgresql")  # type: ignore[union-attr]
 
 
 def build_service(options: Any, reactor: Any) -> service.MultiService:

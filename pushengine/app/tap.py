@@ -81,7 +81,15 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("node-id", None, "This node's name (queue name, metrics); default host-port.", None),
     ("memcache", None, "memcached servers host:port[,host:port...].", None),
     ("redis", None, "Redis URL of the session registry, redis://host:6379/0.", None),
-    ("store-url", None, "HTTP backend that answers a view's initial state.", None),
+    ("store-url", None, "Where a view's initial state comes from: an http(s):// backend, or "
+     "postgresql://user:pass@host/db to read the views' tables (docs/postgres.md).", None),
+    ("feed-url", None, "postgresql://...: follow that database's WAL inside this node, no "
+     "broker (one node on its database; docs/postgres.md).", None),
+    ("amqp-format", "json", "What the exchange carries: json (the engine's change messages) "
+     "or debezium (Debezium's change events; docs/amqp.md).", None),
+    ("pg-pool", 4, "Connections (and threads) the PostgreSQL store reads with.", int),
+    ("pg-timeout", 5.0, "Seconds one SQL statement of the PostgreSQL store may run "
+     "(statement_timeout); a subscription waiting on it then answers error 1012.", float),
     ("demo-rate", 3.0, "Changes per second of --demo.", float),
     ("namespace", None, "Also answer every method as NAME.<method>, as the original "
      "engine's clients call it (e.g. qik: qik.session.create).", None),
@@ -182,8 +190,19 @@ class Options(usage.Options):
                                      else "pushengine.changes")
         if self["redis"] and not re.match(r"^rediss?://", self["redis"]):
             raise usage.UsageError("--redis must be a redis:// URL")
-        if self["store-url"] and not re.match(r"^https?://", self["store-url"]):
-            raise usage.UsageError("--store-url must be an http(s):// URL")
+        if self["store-url"] and not re.match(r"^(https?|postgres(ql)?)://", self["store-url"]):
+            raise usage.UsageError("--store-url must be an http(s):// or postgresql:// URL")
+        if self["feed-url"] and not re.match(r"^postgres(ql)?://", self["feed-url"]):
+            raise usage.UsageError("--feed-url must be a postgresql:// URL")
+        if self["feed-url"] and self["amqp"]:
+            raise usage.UsageError("--feed-url and --amqp are two change feeds: give one "
+                                   "(with a broker, run pushengine-cdc instead)")
+        if self["amqp-format"] not in ("json", "debezium"):
+            raise usage.UsageError("--amqp-format must be json or debezium")
+        if self["pg-pool"] < 1 or self["pg-pool"] > 100:
+            raise usage.UsageError("--pg-pool must be 1 to 100")
+        if not self["pg-timeout"] > 0 or not math.isfinite(self["pg-timeout"]):
+            raise usage.UsageError("--pg-timeout must be a number greater than 0")
         if self["webhook-url"] and not re.match(r"^https?://", self["webhook-url"]):
             raise usage.UsageError("--webhook-url must be an http(s):// URL")
         if self["webhook-secret"] and not self["webhook-url"]:

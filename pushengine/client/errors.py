@@ -128,6 +128,7 @@ _RPC_KINDS: dict[int, type[PushengineError]] = {
     -32700: BadInput, -32600: BadInput, -32602: BadInput, -32601: NotFound,
     -32603: ServerError, 1001: NotFound, 1002: NotFound, 1003: Unauthorized,
     1004: Rejected, 1005: NotFound, 1007: RateLimited, 1010: Rejected, 1011: Unavailable,
+    1012: Unavailable,
 }
 
 

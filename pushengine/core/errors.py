@@ -57,3 +57,11 @@ class RateLimited(ApiError):
     def __init__(self, message: str = "rate limited", retry_after: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class StoreUnavailable(ApiError):
+    """The store of initial states cannot answer now: its database is down,
+    did not answer within its statement timeout, or has too many queries
+    waiting. Nothing was subscribed; the call may be retried."""
+
+    code = 1012

@@ -11,8 +11,11 @@ ever goes back to an older version.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
+
+from pushengine.core.numbers import parse_decimal
 
 # the headers a relay puts on each message (docs/postgres.md)
 LSN_HEADER = "pushengine-lsn"     # the commit LSN of the transaction, "X/Y" as PostgreSQL writes it
@@ -20,12 +23,16 @@ XID_HEADER = "pushengine-xid"     # the transaction id (64-bit, decimal)
 PART_HEADER = "pushengine-part"   # the message's number within the transaction, from 0
 
 
+_LSN = re.compile(r"^([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})$")
+
+
 def parse_lsn(text: str) -> int:
-    """``16/B374D848`` -> its 64-bit position; ValueError when it is not one."""
-    high, sep, low = text.partition("/")
-    if not sep or not high or not low or len(high) > 8 or len(low) > 8:
+    """``16/B374D848`` -> its 64-bit position; ValueError when it is not one
+    (ASCII hexadecimal digits only: no sign, space or underscore)."""
+    m = _LSN.match(text) if text.isascii() else None
+    if m is None:
         raise ValueError(f"not an LSN: {text[:40]!r}")
-    return (int(high, 16) << 32) | int(low, 16)
+    return (int(m.group(1), 16) << 32) | int(m.group(2), 16)
 
 
 def format_lsn(lsn: int) -> str:
@@ -53,11 +60,11 @@ class Position:
             return None
         try:
             lsn = parse_lsn(str(headers[LSN_HEADER]))
-            xid = int(str(headers.get(XID_HEADER, "")))
-            part = int(str(headers.get(PART_HEADER, "0")))
         except ValueError:
             return None
-        if xid < 0 or part < 0 or xid >= 1 << 64:
+        xid = parse_decimal(str(headers.get(XID_HEADER, "")), 20)
+        part = parse_decimal(str(headers.get(PART_HEADER, "0")), 9)
+        if xid is None or part is None or xid >= 1 << 64:
             return None
         return cls(lsn, xid, part)
 
@@ -97,13 +104,30 @@ class Snapshot:
         return cls(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
 
     def sees(self, xid: int) -> bool:
-        """Whether a transaction committed with ``xid`` is visible in the snapshot."""
+        """Whether a transaction committed with ``xid`` is visible in the
+        snapshot. A 32-bit id (from a source that does not widen them, such
+        as Debezium's streaming events) is widened first, to the 64-bit id
+        nearest ``xmax``: PostgreSQL keeps every live id within 2**31 of
+        the newest."""
+        if xid < 1 << 32 <= self.xmax:
+            xid = widen(xid, self.xmax)
         if xid < self.xmin:
             return True
         return xid < self.xmax and xid not in self.xip
 
 
-class State(list):
+def widen(xid32: int, near: int) -> int:
+    """The 64-bit transaction id whose low 32 bits are ``xid32``, nearest
+    the 64-bit id ``near``."""
+    candidate = (near & ~0xFFFFFFFF) | xid32
+    if candidate - near > 1 << 31:
+        candidate -= 1 << 32
+    elif near - candidate > 1 << 31:
+        candidate += 1 << 32
+    return candidate
+
+
+class State(list[Any]):
     """An initial state: the objects in view order, with the snapshot they
     were read in (None when the store has none)."""
 

@@ -60,6 +60,13 @@ FIGURES: dict[tuple[str, str], tuple[str, str | None, str]] = {
     ("feed", "redeliveries_dropped"): (COUNTER, None, "Messages the broker delivered again after "
                                                       "a lost connection whose id this node had "
                                                       "applied already, dropped"),
+    ("feed", "wal_copies_dropped"): (COUNTER, None, "AMQP messages at or below the last WAL "
+                                                    "position applied (a relay's or Debezium's "
+                                                    "copies sent again), dropped"),
+    ("feed", "unmapped_events"): (COUNTER, None, "Debezium events of tables no type of the "
+                                                 "views file maps to, dropped"),
+    ("feed", "ignored_events"): (COUNTER, None, "Debezium tombstones, heartbeats, transaction "
+                                                "boundaries and truncates, ignored"),
     ("feed", "batches"): (COUNTER, None, "Batches of AMQP messages applied together (the "
                                          "messages of one read from the broker)"),
     ("feed", "acks"): (COUNTER, None, "basic.ack frames sent for consumed AMQP messages (one "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Sequence
@@ -87,10 +88,16 @@ def to_value(type_name: str, text: str | None) -> Any:
     """One value in PostgreSQL's text form as the engine's JSON value."""
     if text is None:
         return None
+    return converter(type_name)(text)
+
+
+@lru_cache(maxsize=1024)
+def converter(type_name: str) -> Callable[[str], Any]:
+    """The function from a non-null text of ``type_name`` to its value."""
     if type_name.endswith("[]"):
         element = type_name[:-2]
-        return _array(text, lambda item: to_value(element, item))
-    return _converter(_base(type_name))(text)
+        return lambda text: _array(text, lambda item: to_value(element, item))
+    return _converter(_base(type_name))
 
 
 def _number(text: str) -> Any:
@@ -148,7 +155,8 @@ def timestamp_text(text: str) -> str:
         offset = int(oh) * 3600 + int(om or 0) * 60 + int(os_ or 0)
         from datetime import timedelta
         moment -= timedelta(seconds=offset if sign == "+" else -offset)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+            f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond:06d}Z")
 
 
 def _date(text: str) -> Any:
@@ -223,7 +231,8 @@ def _array(text: str, element: Callable[[str | None], Any]) -> Any:
 def row_object(columns: Sequence[Column], texts: Sequence[str | None]) -> dict[str, Any]:
     """The object of one row: each column's value under its name (a NULL
     column is null, so ``null`` equality matches it as a missing field)."""
-    return {c.name: to_value(c.type, t) for c, t in zip(columns, texts)}
+    return {c.name: None if t is None else converter(c.type)(t)
+            for c, t in zip(columns, texts)}
 
 
 def canonical_timestamp(value: object) -> bool:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Union
 
 from sortedcontainers import SortedList
 
+from pushengine.core.positions import Snapshot
 from pushengine.core.strictjson import identical
 from pushengine.views.spec import BoundView
 from pushengine.views.values import Descending, sort_key
@@ -52,6 +53,18 @@ class Query:
         self.on_short: Callable[[Query], None] | None = None
         # once_per_user views: who may enter (pushengine.views.once.Gate)
         self.gate: Gate | None = None
+        # the snapshot its state was last read in (a PostgreSQL store's,
+        # core/positions.py): a change of a transaction it saw is in the state
+        self.snapshot: Snapshot | None = None
+
+    # -- the hand-off from the store to the feed ------------------------------
+    def hand_off(self, snapshot: Snapshot | None) -> None:
+        """The state now held was read in ``snapshot`` (None: unknown)."""
+        self.snapshot = snapshot
+
+    def saw(self, xid: int | None) -> bool:
+        """Whether the state already holds what transaction ``xid`` did."""
+        return xid is not None and self.snapshot is not None and self.snapshot.sees(xid)
 
     # -- order -------------------------------------------------------------
     def _key(self, id_: Hashable, obj: dict) -> SortKey:

@@ -17,6 +17,7 @@ from twisted.python.failure import Failure
 
 from pushengine.core.changes import UPSERT, Change
 from pushengine.core.interfaces import Interest, ObjectStore
+from pushengine.core.positions import State
 from pushengine.core.timings import Timings
 from pushengine.core.topics import NO_INTEREST, Topic
 from pushengine.views.once import Gate, MemorySeen, SeenFilter
@@ -105,6 +106,10 @@ class ViewRegistry:
         self.held_indexes: dict[str, list[SpecIndex]] = {}
         self.holders: dict[tuple[str, Hashable], set[Query]] = {}
         self._loading: dict[str, Deferred[Query]] = {}
+        # queries whose state is being read from the store: how many reads,
+        # and the changes read from a WAL (with a transaction id) meanwhile,
+        # applied once the read is in, unless its snapshot saw them
+        self._reading: dict[Query, tuple[int, list[Change]]] = {}
         # once_per_user views: the users' seen filters (pushengine.views.once);
         # the node's are on its Bloom backend; without one, an in-process
         # exact record (views.once.MemorySeen) is made when first needed
@@ -160,11 +165,13 @@ class ViewRegistry:
         query again, as large as the new window, before answering."""
         size = query.read_size(bound.limit)
         d = self._read(query, size)
+        d.addErrback(self._read_failed, query)
 
         def read(objects: list[dict]) -> Deferred[Window] | Window:
+            held = self._read_done(query)
             if self.queries.get(query.key) is not query:
                 return self._open(bound)          # forgotten meanwhile: start afresh
-            if self._replaced(objects, query, size):
+            if self._replaced(objects, query, size, held):
                 self.on_reset()
             if query.short_of(bound.limit) and query.read_size(bound.limit) > size:
                 return self._widen(query, bound)  # a distinct view: still short
@@ -191,17 +198,21 @@ class ViewRegistry:
 
         def loaded(objects: list[dict]) -> None:
             del self._loading[query.key]
+            held = self._read_done(query)
             id_field = bound.spec.id_field
             query.load((o.get(id_field), o) for o in objects
                        if isinstance(o, dict) and o.get(id_field) not in touched)
             query.touched = None
+            query.hand_off(objects.snapshot if isinstance(objects, State) else None)
             self._note_partial(query, objects, bound.limit)
             for id_ in query.objects:
                 self.holders.setdefault((bound.spec.type, id_), set()).add(query)
+            self._catch_up(query, held)
             chain.callback(query)
 
         def failed(f: Failure) -> None:
             self._loading.pop(query.key, None)
+            self._read_done(query)
             self._forget(query)
             log.failure("initial state of {key} failed", f, key=query.key)
             chain.errback(f)
@@ -220,11 +231,29 @@ class ViewRegistry:
 
     def _read(self, query: Query, size: int) -> Deferred:
         """The store's first ``size`` objects of ``query``, less those its
-        once-per-user gate keeps out."""
+        once-per-user gate keeps out. Until the answer is in, changes from a
+        WAL wait for it (``_read_done`` gives them back)."""
+        reads, held = self._reading.get(query, (0, []))
+        self._reading[query] = (reads + 1, held)
         d = maybeDeferred(self.store.query, query.bound.spec, query.bound.values, size)
         if query.gate is not None:
             d.addCallback(query.gate.screen, query)
         return d
+
+    def _read_done(self, query: Query) -> list[Change]:
+        """One read of ``query`` is in: the WAL changes held meanwhile (kept
+        for a read still out, so that its answer is caught up too)."""
+        reads, held = self._reading.pop(query, (1, []))
+        if reads > 1:
+            self._reading[query] = (reads - 1, held)
+        return list(held)
+
+    def _catch_up(self, query: Query, held: list[Change]) -> None:
+        """Apply to ``query`` the WAL changes that arrived while its state was
+        read, but those of transactions its snapshot saw: they are in it."""
+        for change in held:
+            if not query.saw(change.xid):
+                self._apply_to(query, change)
 
     def _gate(self, bound: BoundView) -> Gate:
         from pushengine.views.conditions import SESSION_USER
@@ -310,7 +339,17 @@ class ViewRegistry:
         if change.action == UPSERT:
             for index in self.held_indexes.get(change.type, ()):
                 candidates.update(index.lookup(change.obj))
-        if self._loading:
+        xid = change.xid
+        if xid is not None:
+            # from a WAL: a query whose state is being read takes it once the
+            # answer is in (exact, by the answer's snapshot); a query whose
+            # snapshot saw its transaction has it already
+            if self._reading:
+                for query, (_, held) in self._reading.items():
+                    if query.bound.spec.type == change.type:
+                        held.append(change)
+                        candidates.discard(query)
+        elif self._loading:
             # a query still loading must not take this object from the store's
             # (older) answer: the change it just saw is newer
             for key in self._loading:
@@ -318,18 +357,26 @@ class ViewRegistry:
                 if query.bound.spec.type == change.type and query.touched is not None:
                     query.touched.add(change.id)
         for query in candidates:
-            if change.action == UPSERT:
-                query.upsert(change.id, change.obj)
-            else:
-                query.delete(change.id)
-            if change.id in query.objects:
-                if holders is None:
-                    holders = self.holders[ident] = set()
-                holders.add(query)
-            elif holders is not None:
-                holders.discard(query)
-        if holders is not None and not holders:
-            self.holders.pop(ident, None)
+            if xid is not None and query.saw(xid):
+                continue
+            self._apply_to(query, change)
+
+    def _apply_to(self, query: Query, change: Change) -> None:
+        """Apply one change to one query and keep ``holders`` right."""
+        if change.action == UPSERT:
+            query.upsert(change.id, change.obj)
+        else:
+            query.delete(change.id)
+        ident = (change.type, change.id)
+        holders = self.holders.get(ident)
+        if change.id in query.objects:
+            if holders is None:
+                holders = self.holders[ident] = set()
+            holders.add(query)
+        elif holders is not None:
+            holders.discard(query)
+            if not holders:
+                del self.holders[ident]
 
     def reload(self) -> Deferred:
         """Re-read every query from the store (after a feed gap) and reset the
@@ -340,9 +387,14 @@ class ViewRegistry:
                 continue
             size = query.read_size()
             d = self._read(query, size)
-            d.addCallback(self._replaced, query, size)
+            d.addErrback(self._read_failed, query)
+            d.addCallback(self._reread, query, size)
             work.append(d)
         return gatherResults(work, consumeErrors=True).addCallback(sum)
+
+    def _reread(self, objects: list[dict], query: Query, size: int) -> int:
+        """A query read again by ``reload``: 1 if its windows were reset."""
+        return self._replaced(objects, query, size, self._read_done(query))
 
     def _note_partial(self, query: Query, objects: list[dict], limit: int) -> None:
         """An answer as long as the store's promise may hold only the first
@@ -373,15 +425,24 @@ class ViewRegistry:
 
         def done(objects: list[dict]) -> None:
             self._refilling.discard(query.key)
-            if self._replaced(objects, query, size):
+            if self._replaced(objects, query, size, self._read_done(query)):
                 self.on_reset()
 
         def failed(f: Failure) -> None:
             self._refilling.discard(query.key)
+            self._read_done(query)
             log.failure("re-reading {key} after it ran short failed", f, key=query.key)
         d.addCallbacks(done, failed)
 
-    def _replaced(self, objects: list[dict], query: Query, size: int) -> int:
+    def _read_failed(self, f: Failure, query: Query) -> Failure:
+        """A re-read failed: its held changes go to the query as they are."""
+        self._catch_up(query, self._read_done(query))
+        return f
+
+    def _replaced(self, objects: list[dict], query: Query, size: int,
+                  held: list[Change] | None = None) -> int:
+        """Rebuild ``query`` from a fresh answer, reset the windows whose
+        state changed, then apply what the WAL brought meanwhile."""
         if self.queries.get(query.key) is not query:
             return 0
         id_field = query.bound.spec.id_field
@@ -389,11 +450,13 @@ class ViewRegistry:
         for id_ in query.objects:
             self.holders.get((type_, id_), set()).discard(query)
         changed = query.replace((o.get(id_field), o) for o in objects if isinstance(o, dict))
+        query.hand_off(objects.snapshot if isinstance(objects, State) else None)
         self._note_partial(query, objects, size)
         for id_ in query.objects:
             self.holders.setdefault((type_, id_), set()).add(query)
         for window in changed:
             window.reset()
+        self._catch_up(query, held or [])
         return len(changed)
 
     def windows(self) -> Iterable[Window]:

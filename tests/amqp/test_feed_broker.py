@@ -400,3 +400,76 @@ async def test_publish_cli_reads_json_lines_from_stdin(amqp):
     assert code == 0
     assert proto.out.decode().startswith("2 change(s) in 2 message(s)")
     await eventually(lambda: sink.ids == [1, 2], what="the published lines")
+
+
+@pytest_twisted.ensureDeferred
+async def test_wal_positions_stamp_transactions_and_drop_a_relays_copies(amqp):
+    """A relay's messages carry their WAL position in headers: their changes
+    get the transaction id, and what a restarted relay sends again is
+    dropped."""
+    from pushengine.core.positions import Position
+
+    sink = RecordingSink()
+    feed = await amqp.started(sink=sink)
+    publisher = await amqp.publisher()
+    sent = [(1, Position(0x16B374D848, 900, 0)), (2, Position(0x16B374D848, 900, 1)),
+            (2, Position(0x16B374D848, 900, 1)),           # the relay restarted
+            (3, Position(0x16B374D900, 901, 0))]
+    for n, position in sent:
+        props = message_properties(0)
+        props["headers"] = {**props["headers"], **position.headers()}
+        await publisher.publisher.publish(encode_changes([stream(n)]), props)
+    await eventually(lambda: feed.stats()["messages_received"] == 4, what="every message")
+    assert [(c.id, c.xid) for c in sink.changes] == [(1, 900), (2, 900), (3, 901)]
+    assert feed.stats()["wal_copies_dropped"] == 1
+
+
+DEBEZIUM_EVENT = b"""{"schema": {"type": "struct", "name": "app.public.streams.Envelope",
+ "optional": false, "fields": [
+  {"type": "struct", "optional": true, "field": "before", "name": "app.public.streams.Value",
+   "fields": [{"type": "int32", "optional": false, "field": "id"},
+              {"type": "string", "optional": true, "field": "title"},
+              {"type": "int64", "optional": true, "field": "starts_at",
+               "name": "io.debezium.time.MicroTimestamp", "version": 1}]},
+  {"type": "struct", "optional": true, "field": "after", "name": "app.public.streams.Value",
+   "fields": [{"type": "int32", "optional": false, "field": "id"},
+              {"type": "string", "optional": true, "field": "title"},
+              {"type": "int64", "optional": true, "field": "starts_at",
+               "name": "io.debezium.time.MicroTimestamp", "version": 1}]},
+  {"type": "struct", "optional": false, "field": "source",
+   "name": "io.debezium.connector.postgresql.Source", "fields": []},
+  {"type": "string", "optional": false, "field": "op"},
+  {"type": "int64", "optional": true, "field": "ts_ms"}]},
+ "payload": {"before": null,
+  "after": {"id": 11, "title": "cat", "starts_at": 1709288130123456},
+  "source": {"version": "2.7.3.Final", "connector": "postgresql", "name": "app",
+   "ts_ms": 1709288130100, "snapshot": "false", "db": "appdb",
+   "sequence": "[\\"24023000\\",\\"24023128\\"]", "schema": "public", "table": "streams",
+   "txId": 771, "lsn": 24023128, "xmin": null},
+  "op": "c", "ts_ms": 1709288130200}}"""
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_debezium_event_published_to_the_exchange_is_applied(amqp):
+    """As Debezium Server's RabbitMQ sink publishes: the event as the body,
+    persistent, no message id, a routing key of its own."""
+    from pushengine.views.spec import Table
+
+    sink = RecordingSink()
+    feed = await amqp.started(sink=sink, format="debezium",
+                              tables={"Stream": Table("streams", "public")})
+    publisher = await amqp.publisher()
+    properties = {"delivery-mode": 2, "headers": {}}
+    await publisher.publisher.publish(b"default", properties,
+                                      routing_key="app.public.streams")    # a tombstone
+    await publisher.publisher.publish(DEBEZIUM_EVENT, properties,
+                                      routing_key="app.public.streams")
+    await feed.publish([stream(12)])       # the engine's own messages still pass
+    await eventually(lambda: len(sink.changes) == 2, what="both changes")
+    assert sink.changes == [
+        Change("Stream", "upsert", 11, {"id": 11, "title": "cat",
+                                        "starts_at": "2024-03-01T10:15:30.123456Z"},
+               xid=771),
+        stream(12)]
+    stats = feed.stats()
+    assert stats["ignored_events"] == 1 and stats["malformed_messages"] == 0

@@ -144,7 +144,7 @@ def test_health_and_stats_while_stopped():
     assert feed.health() == {
         "up": False, "state": "stopped", "broker": "amqp://guest@127.0.0.1:1/",
         "exchange": "pushengine.changes", "node_id": "n1", "queue": "pushengine.node.n1",
-        "routing": "fanout"}
+        "routing": "fanout", "format": "json"}
     stats = feed.stats()
     assert stats["connected"] == 0 and stats["reconnects"] == 0
     assert all(isinstance(v, (int, float)) for v in stats.values())
@@ -449,3 +449,77 @@ def test_every_message_the_package_publishes_has_its_own_id():
     ids = {message_properties(0.0)["message-id"] for _ in range(1000)}
     assert len(ids) == 1000
     assert copy_properties(0.0, "same", 2)["message-id"] == "same"
+
+
+# WAL positions (a relay's pushengine-lsn, pushengine-xid, pushengine-part)
+
+def wal(lsn, xid, part=0, **more):
+    from pushengine.core.positions import Position
+
+    return {"headers": {**Position(lsn, xid, part).headers(), **more}}
+
+
+TWO = b'[{"type":"S","action":"upsert","obj":{"id":%d}},' \
+      b'{"type":"S","action":"delete","obj":{"id":%d}}]'
+
+
+def test_the_changes_of_a_message_with_a_position_carry_its_transaction():
+    feed, sink = feed_with_sink()
+    feed.handle_message(FakeMessage(TWO % (1, 2), 1, wal(0x16B374D848, 771)))
+    feed.handle_message(FakeMessage(ONE_CHANGE % 3, 2))                    # no position
+    feed.handle_message(FakeMessage(ONE_CHANGE % 4, 3, {"headers": {"timestamp_ms": "5"}}))
+    assert [(c.id, c.xid) for c in sink.changes] == [(1, 771), (2, 771), (3, None),
+                                                     (4, None)]
+    assert sink.changes[0] == Change("S", "upsert", 1, {"id": 1}, xid=771)
+    assert feed.stats()["wal_copies_dropped"] == 0 and feed.stats()["bad_headers"] == 0
+
+
+def test_messages_at_or_below_the_last_position_are_copies_and_dropped():
+    """A relay that restarts sends its last messages again: the watermark
+    (commit LSN, part) drops them, whatever their message ids."""
+    feed, sink = feed_with_sink()
+    for tag, (lsn, part, n) in enumerate([(100, 0, 1), (100, 1, 2), (200, 0, 3),
+                                          (100, 1, 2),      # again, after a restart
+                                          (200, 0, 3),
+                                          (200, 1, 4), (150, 0, 9), (300, 0, 5)], 1):
+        feed.handle_message(FakeMessage(ONE_CHANGE % n, tag,
+                                        {**wal(lsn, lsn // 10, part), "message-id": f"m{tag}"}))
+    assert [(c.id, c.xid) for c in sink.changes] == [(1, 10), (2, 10), (3, 20), (4, 20),
+                                                     (5, 30)]
+    assert feed.wal_copies_dropped == 3 and feed.stats()["wal_copies_dropped"] == 3
+    assert feed.redeliveries_dropped == 0 and feed.malformed_messages == 0
+
+
+@pytest.mark.parametrize("headers", [
+    {"pushengine-lsn": "not an lsn", "pushengine-xid": "5"},
+    {"pushengine-lsn": "0/10"},                                     # no xid
+    {"pushengine-lsn": "0/10", "pushengine-xid": "-1"},
+    {"pushengine-lsn": "0/10", "pushengine-xid": str(2 ** 64)},
+    {"pushengine-lsn": "123456789/0", "pushengine-xid": "5"},
+    {"pushengine-lsn": "0/10", "pushengine-xid": "5", "pushengine-part": "x"},
+    {"pushengine-lsn": b"\xff", "pushengine-xid": 5},
+])
+def test_a_malformed_position_is_applied_as_without_one(headers):
+    feed, sink = feed_with_sink()
+    feed.handle_message(FakeMessage(ONE_CHANGE % 1, 1, wal(0x100, 7)))
+    feed.handle_message(FakeMessage(ONE_CHANGE % 2, 2, {"headers": headers}))
+    feed.handle_message(FakeMessage(ONE_CHANGE % 3, 3, {"headers": headers}))
+    assert [(c.id, c.xid) for c in sink.changes] == [(1, 7), (2, None), (3, None)]
+    assert feed.stats()["bad_headers"] == 2 and feed.wal_copies_dropped == 0
+
+
+def test_positions_read_from_the_wire_in_a_batch():
+    """The headers come through the delivery path's short-string reader; one
+    batch holds new messages and copies."""
+    sink = RecordingSink()
+    feed, session, client, transport = consuming_session(sink)
+    props = lambda lsn, part: {**message_properties(0), **wal(lsn, 42, part,  # noqa: E731
+                                                              timestamp_ms="1000")}
+    client.dataReceived(deliveries(
+        (1, ONE_CHANGE % 1, props(0x16B374D848, 0), False),
+        (2, ONE_CHANGE % 2, props(0x16B374D848, 1), False),
+        (3, ONE_CHANGE % 2, props(0x16B374D848, 1), False),
+        (4, ONE_CHANGE % 3, props(0x16B374D900, 0), False)))
+    assert [(c.id, c.xid) for c in sink.changes] == [(1, 42), (2, 42), (3, 42)]
+    assert len(sink.batches) == 1 and feed.wal_copies_dropped == 1
+    assert ack_frames(transport.value()) == [(4, True)]

@@ -237,7 +237,7 @@ def test_the_default_views_aliases() -> None:
     assert home["params"][2]["schema"]["default"] == 20
     assert 1003 in {e["code"] for e in home["errors"]}
     codes = {e["code"] for e in methods["session.subscribe"]["errors"]}
-    assert codes == {1001, 1002, 1003, 1004, -32602}
+    assert codes == {1001, 1002, 1003, 1004, 1012, -32602}
 
 
 # -- what a node answers matches what the document says ----------------------------------
