@@ -268,7 +268,9 @@ def main() -> None:
             # counted from the first confirmed changes seen (the CPU from the
             # start: an upper bound per change)
             seen_at, seen = first
-            results.append(report("backlog", args.rows - seen, done - seen_at, cpu))
+            again = relay.changes() - args.rows
+            results.append(report("backlog", args.rows - seen, done - seen_at, cpu,
+                                  f"; {again:,} change(s) sent again" if again else ""))
         stats = {line.split()[0]: float(line.split()[1])
                  for line in relay.get("/metrics")[1].decode().splitlines()
                  if line.startswith("pushengine_cdc_relay_")}
