@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -282,17 +283,22 @@ def main() -> None:
     finally:
         if relay is not None:
             relay.stop()
-        connection = pika.BlockingConnection(pika.URLParameters(BROKER))
-        channel = connection.channel()
-        channel.queue_delete(f"{exchange}.q")
-        channel.exchange_delete(exchange)
-        connection.close()
-        cluster.stop()
-        errors = [line for line in (work / "relay.log").read_text().splitlines()
+        try:
+            connection = pika.BlockingConnection(pika.URLParameters(BROKER))
+            channel = connection.channel()
+            channel.queue_delete(f"{exchange}.q")
+            channel.exchange_delete(exchange)
+            connection.close()
+        finally:
+            cluster.stop()
+        log = work / "relay.log"
+        errors = [line for line in log.read_text().splitlines()
                   if "#error" in line or "#critical" in line or "Traceback" in line] \
-            if (work / "relay.log").exists() else []
+            if log.exists() else []
         if errors:
-            print("relay log errors:\n" + "\n".join(errors[:20]))
+            print(f"relay log errors (the log is {log}):\n" + "\n".join(errors[:20]))
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
