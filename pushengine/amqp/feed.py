@@ -32,7 +32,7 @@ from pushengine.amqp.url import AmqpUrl, parse_amqp_url
 from pushengine.core.changes import Change, decode_changes, encode_changes
 from pushengine.core.interfaces import ChangeSink
 from pushengine.core.numbers import parse_decimal
-from pushengine.core.positions import LSN_HEADER, Position, Watermark
+from pushengine.core.positions import GAP_HEADER, LSN_HEADER, Position, Watermark
 
 log = Logger()
 
@@ -583,6 +583,15 @@ class AmqpFeed:
             headers = delivery.headers
             position = None
             if headers:
+                if GAP_HEADER in headers:
+                    # the relay's stream has a gap: what came before is
+                    # applied, then every view is read again
+                    self._apply(changes, deliveries)
+                    changes = []
+                    self.gaps += 1        # as a lost queue: the views are read again
+                    assert self._sink is not None, "start(sink) comes first"
+                    self._sink.feed_gap()
+                    continue
                 bad = headers_ms(headers) is False
                 if LSN_HEADER in headers:
                     position = Position.from_headers(headers)
@@ -618,23 +627,28 @@ class AmqpFeed:
                 xid = position.xid
                 decoded = [replace(change, xid=xid) for change in decoded]
             changes += decoded
-        if changes:
-            try:
-                assert self._sink is not None, "start(sink) comes first"
-                self._sink.apply_changes(changes)
-            except Exception:
-                self.sink_errors += 1
-                log.failure("AMQP feed: the sink failed on messages {first} to {last}",
-                            first=deliveries[0].delivery_tag,
-                            last=deliveries[-1].delivery_tag)
-            else:
-                self.changes_applied += len(changes)
+        self._apply(changes, deliveries)
         if deliveries:
             sent_at = delivery_time(deliveries[-1])
             if sent_at is None and sent_ms is not None:
                 sent_at = sent_ms / 1000.0
             if sent_at is not None:
                 self.feed_lag = max(0.0, self.reactor.seconds() - sent_at)
+
+    def _apply(self, changes: list[Change], deliveries: Sequence[Delivery]) -> None:
+        """Hand ``changes`` to the sink in one call; a failing sink is
+        logged and counted, never raised."""
+        if not changes:
+            return
+        try:
+            assert self._sink is not None, "start(sink) comes first"
+            self._sink.apply_changes(changes)
+        except Exception:
+            self.sink_errors += 1
+            log.failure("AMQP feed: the sink failed on messages {first} to {last}",
+                        first=deliveries[0].delivery_tag, last=deliveries[-1].delivery_tag)
+        else:
+            self.changes_applied += len(changes)
 
     def _unmapped(self, table: tuple[str, str]) -> None:
         """A Debezium event of a table no type maps to: counted, dropped,

@@ -37,7 +37,7 @@ from twisted.web.server import Request, Site
 
 from pushengine.amqp.feed import DEFAULT_EXCHANGE, DEFAULT_ROUTED_EXCHANGE
 from pushengine.amqp.link import PublishLink
-from pushengine.amqp.routing import change_keys
+from pushengine.amqp.routing import BROADCAST, change_keys
 from pushengine.core.changes import Change
 from pushengine.postgres.relay import DEFAULT_MAX_CHANGES, Relay
 from pushengine.postgres.wal import SLOT_NAME, MappingError, WalReader
@@ -205,7 +205,8 @@ class CdcService(MultiService):
                                 name=f"pushengine-cdc {options['slot']}",
                                 **(link_options or {}))
         self.relay = Relay(self.link.publish, route, clock=reactor,
-                           max_changes=options["max-message-changes"])
+                           max_changes=options["max-message-changes"],
+                           gap_keys=(BROADCAST,) if interest else ("",))
         self.link.on_ready = self.relay.broker_ready
         self.link.on_lost = self.relay.broker_lost
         self.reader = WalReader(reactor, options["database"], catalog, slot=options["slot"],
@@ -263,8 +264,9 @@ class CdcService(MultiService):
         # afresh: changes the nodes should have seen are not in the stream
         self.gaps += 1
         log.warn("pushengine-cdc: the WAL stream has a gap (a TRUNCATE of a mapped table, a "
-                 "row that could not be read whole, or a slot created afresh): the nodes' "
-                 "views may miss changes until they read them again (restart the nodes)")
+                 "row that could not be read whole, or a slot created afresh): the nodes are "
+                 "told to read their views again")
+        self.relay.gap()
 
     def stopService(self) -> Deferred[None]:
         if self._check_timer is not None and self._check_timer.active():

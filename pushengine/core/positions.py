@@ -21,6 +21,9 @@ from pushengine.core.numbers import parse_decimal
 LSN_HEADER = "pushengine-lsn"     # the commit LSN of the transaction, "X/Y" as PostgreSQL writes it
 XID_HEADER = "pushengine-xid"     # the transaction id (64-bit, decimal)
 PART_HEADER = "pushengine-part"   # the message's number within the transaction, from 0
+# a message of no change that says the stream has a gap (a TRUNCATE, a slot
+# made afresh): a node reads its views again
+GAP_HEADER = "pushengine-gap"
 
 
 _LSN = re.compile(r"^([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})$")

@@ -42,7 +42,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine.core.changes import Change, ObjectId, encode_changes
-from pushengine.core.positions import Position, format_lsn
+from pushengine.core.positions import GAP_HEADER, Position, format_lsn
 
 log = Logger()
 
@@ -101,6 +101,18 @@ class Reader(Protocol):
 Message = tuple[bytes, Sequence[str], dict[str, str], int]
 
 
+class _Gap:
+    """The place of a gap message among the transactions: after the last
+    one taken, confirming nothing new."""
+
+    __slots__ = ("xid", "commit_lsn", "end_lsn", "changes")
+
+    def __init__(self, lsn: int) -> None:
+        self.xid = 0
+        self.commit_lsn = self.end_lsn = lsn
+        self.changes: list[Change] = []
+
+
 class _Pending:
     """A transaction taken from the reader and not yet wholly confirmed."""
 
@@ -129,11 +141,16 @@ class Relay:
                  max_changes: int = DEFAULT_MAX_CHANGES,
                  max_messages: int = DEFAULT_MAX_MESSAGES,
                  max_pending_changes: int = DEFAULT_MAX_PENDING_CHANGES,
-                 retry: float = 1.0, max_retry: float = 30.0) -> None:
+                 retry: float = 1.0, max_retry: float = 30.0,
+                 gap_keys: Sequence[str] = FANOUT_KEYS) -> None:
+        """``gap_keys``: the routing keys every node binds (fanout: ``""``;
+        interest: the broadcast key), for the message that says the stream
+        has a gap."""
         if max_changes < 1 or max_messages < 1 or max_pending_changes < 1:
             raise ValueError("max_changes, max_messages and max_pending_changes must be >= 1")
         self._publish = publish
         self._route = route
+        self.gap_keys = tuple(gap_keys)
         self.clock = clock
         self.reader = reader
         self.max_changes = max_changes
@@ -164,6 +181,7 @@ class Relay:
         self.resends = 0              # times the unconfirmed transactions were sent again
         self.skipped = 0              # transactions the reader delivered again
         self.pauses = 0
+        self.gaps = 0                 # gap messages published
 
     def attach(self, reader: Reader) -> None:
         self.reader = reader
@@ -191,6 +209,21 @@ class Relay:
         if self._state == SENDING:
             self._send(pending, self._epoch)
         self._check_pause()
+
+    def gap(self) -> None:
+        """The reader says its stream has a gap (a TRUNCATE of a mapped
+        table, a slot made afresh): publish, in order after what came
+        before, a message of no change with the gap header, so that every
+        node reads its views again."""
+        if self._state == STOPPED:
+            return
+        self.gaps += 1
+        lsn = max(self._accepted_lsn, 0)
+        pending = _Pending(_Gap(lsn), [(b"[]", self.gap_keys, {GAP_HEADER: "1"}, 0)])
+        self._pending.append(pending)
+        self.unconfirmed += 1
+        if self._state == SENDING:
+            self._send(pending, self._epoch)
 
     def _messages(self, txn: Transaction) -> list[Message]:
         """The messages of one transaction, in publish order."""

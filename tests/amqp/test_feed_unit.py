@@ -523,3 +523,31 @@ def test_positions_read_from_the_wire_in_a_batch():
     assert [(c.id, c.xid) for c in sink.changes] == [(1, 42), (2, 42), (3, 42)]
     assert len(sink.batches) == 1 and feed.wal_copies_dropped == 1
     assert ack_frames(transport.value()) == [(4, True)]
+
+
+def test_a_relay_gap_message_applies_what_came_before_then_reads_the_views_again():
+    """The relay says its WAL stream has a gap (a TRUNCATE): the changes
+    before it are applied first, then the sink re-reads its views."""
+    from pushengine.amqp.delivery import Delivery
+    from pushengine.core.positions import GAP_HEADER, Position
+
+    calls = []
+
+    class Sink:
+        def apply_changes(self, changes):
+            calls.append(("apply", [c.id for c in changes]))
+
+        def feed_gap(self):
+            calls.append(("gap",))
+
+    feed = AmqpFeed(MemoryReactorClock(), "amqp://guest:guest@127.0.0.1:5672/")
+    feed._sink = Sink()     # as start() would, without connecting
+    body = b'{"type":"Stream","action":"upsert","obj":{"id":1}}'
+    feed.apply_deliveries([
+        Delivery(1, False, "m1", Position(100, 7, 0).headers(), None, body),
+        Delivery(2, False, "m2", {GAP_HEADER: "1"}, None, b"[]"),
+        Delivery(3, False, "m3", Position(200, 8, 0).headers(), None,
+                 body.replace(b'"id":1', b'"id":2')),
+    ])
+    assert calls == [("apply", [1]), ("gap",), ("apply", [2])]
+    assert feed.stats()["gaps"] == 1

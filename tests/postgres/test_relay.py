@@ -553,3 +553,28 @@ def test_a_confirmed_position_never_passes_an_unconfirmed_message(scenario):
 def test_limits_must_be_positive(bad):
     with pytest.raises(ValueError):
         Relay(FakeBroker().publish, clock=Clock(), **bad)
+
+
+def test_a_gap_is_published_in_order_after_what_came_before():
+    """A TRUNCATE (the reader's gap) becomes a message of no change with the
+    gap header, published after the transactions before it, to the keys
+    every node binds."""
+    from twisted.internet.task import Clock
+
+    from pushengine.core.changes import Change
+    from pushengine.core.positions import GAP_HEADER
+    from pushengine.postgres.relay import Relay
+    from pushengine.postgres.wal import Transaction
+    sent = []
+
+    def publish(body, keys, headers):
+        from twisted.internet.defer import succeed
+        sent.append((body, tuple(keys), dict(headers)))
+        return succeed(None)
+    relay = Relay(publish, None, clock=Clock(), gap_keys=("%all",))
+    relay.broker_ready()
+    relay.deliver(Transaction(5, 100, 110, [Change("Stream", "upsert", 1, {"id": 1}, xid=5)]))
+    relay.gap()
+    assert [s[2].get(GAP_HEADER) for s in sent] == [None, "1"]
+    assert sent[1][0] == b"[]" and sent[1][1] == ("%all",)
+    assert relay.gaps == 1
