@@ -32,6 +32,7 @@ from pushengine.amqp.url import AmqpUrl, parse_amqp_url
 from pushengine.core.changes import Change, decode_changes, encode_changes
 from pushengine.core.interfaces import ChangeSink
 from pushengine.core.numbers import parse_decimal
+from pushengine.core.feedservice import FeedService
 from pushengine.core.positions import GAP_HEADER, LSN_HEADER, Position, Watermark
 
 log = Logger()
@@ -357,7 +358,7 @@ class AmqpFeed:
 
     def as_service(self, sink: ChangeSink) -> Service:
         """An IService that runs this feed into ``sink`` (for a MultiService)."""
-        return _FeedService(self, sink)
+        return FeedService(self, sink)
 
     @property
     def state(self) -> str:
@@ -801,19 +802,3 @@ class _Session:
     def channel_failed(self, channel: Channel, reason: Failure) -> None:
         self.publisher.fail_all(f"the broker closed a channel: {describe(reason)}")
         self.feed._drop(self, f"the broker closed channel {channel.id}: {describe(reason)}")
-
-
-class _FeedService(Service):
-    """Runs an AmqpFeed into a sink as a twisted.application service."""
-
-    def __init__(self, feed: AmqpFeed, sink: ChangeSink) -> None:
-        self.feed = feed
-        self.sink = sink
-
-    def startService(self) -> None:
-        super().startService()
-        self.feed.start(self.sink)
-
-    def stopService(self) -> Deferred:
-        super().stopService()
-        return self.feed.stop()

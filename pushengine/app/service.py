@@ -10,7 +10,6 @@ from typing import Any, Callable, cast
 
 from twisted.application import service, strports
 from twisted.application.internet import TimerService
-from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python import usage
@@ -24,8 +23,9 @@ from pushengine.api.auth import ApiKeys, TokenVerifier
 from pushengine.app.engine import build_engine
 from pushengine.app.logs import NodeServices
 from pushengine.feeds.memory import MemoryFeed
+from pushengine.core.feedservice import FeedService
 from pushengine.core.hooks import Hooks
-from pushengine.core.interfaces import ChangeFeed, ChangeSink, Interest
+from pushengine.core.interfaces import Interest
 from pushengine.core.topics import NO_INTEREST
 from pushengine.core.limits import CallRate
 from pushengine.core.timings import (
@@ -62,22 +62,6 @@ class EngineSite(Site):
     def log(self, request: http.Request) -> None:
         if self.access_log:
             super().log(request)
-
-
-class FeedService(service.Service):
-    """Starts the feed into the engine when the application starts."""
-
-    def __init__(self, feed: ChangeFeed, sink: ChangeSink) -> None:
-        self.feed = feed
-        self.sink = sink
-
-    def startService(self) -> None:
-        super().startService()
-        self.feed.start(self.sink)
-
-    def stopService(self) -> Deferred[Any] | None:
-        super().stopService()
-        return self.feed.stop()
 
 
 def timer(interval: float, body: Callable[[], object], clock: IReactorTime) -> TimerService:

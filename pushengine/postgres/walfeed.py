@@ -28,6 +28,7 @@ from twisted.logger import Logger
 
 from pushengine.core.changes import Change
 from pushengine.core.interfaces import ChangeSink, FeedUnavailable
+from pushengine.core.feedservice import FeedService
 from pushengine.core.positions import Position, Watermark
 from pushengine.postgres.wal import Transaction, WalReader
 from pushengine.views.spec import Catalog
@@ -131,7 +132,7 @@ class WalFeed:
 
     def as_service(self, sink: ChangeSink) -> Service:
         """An IService that runs this feed into ``sink`` (for a MultiService)."""
-        return _FeedService(self, sink)
+        return FeedService(self, sink)
 
     # from the reader (reactor thread)
 
@@ -158,19 +159,3 @@ class WalFeed:
             sink.feed_gap()
         except Exception:
             log.failure("WAL feed: the sink failed on feed_gap")
-
-
-class _FeedService(Service):
-    """Runs a WalFeed into a sink as a twisted.application service."""
-
-    def __init__(self, feed: WalFeed, sink: ChangeSink) -> None:
-        self.feed = feed
-        self.sink = sink
-
-    def startService(self) -> None:
-        super().startService()
-        self.feed.start(self.sink)
-
-    def stopService(self) -> Deferred:
-        super().stopService()
-        return self.feed.stop()
