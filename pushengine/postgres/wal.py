@@ -32,6 +32,7 @@ import re
 import select
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -210,6 +211,9 @@ class WalReader:
         self.max_pending = max_pending
 
         self._lock = threading.Lock()
+        # calls the thread hands to the reactor, run in order by one callFromThread
+        self._handed: deque[tuple[Callable[..., None], _Control, tuple[Any, ...]]] = deque()
+        self._handing = False
         self._control: _Control | None = None
         self._paused = False
         self._confirmed = 0        # the highest position confirm() was given
@@ -647,8 +651,33 @@ class WalReader:
     # -- into the reactor ---------------------------------------------------
 
     def _hand_over(self, control: _Control, call: Callable[..., None], *args: Any) -> None:
-        """Run ``call(control, *args)`` in the reactor thread."""
-        self.reactor.callFromThread(call, control, *args)
+        """Run ``call(control, *args)`` in the reactor thread, in order. The
+        calls queue up while one hand-over is on its way, so that a busy
+        stream costs one reactor wake-up per batch, not per transaction."""
+        with self._lock:
+            self._handed.append((call, control, args))
+            if self._handing:
+                return
+            self._handing = True
+        self.reactor.callFromThread(self._take_handed)
+
+    def _take_handed(self) -> None:
+        """The reactor's side of ``_hand_over``: run every queued call, then
+        wake the threads whose transactions were taken (one write each)."""
+        woken: set[_Control] = set()
+        while True:
+            with self._lock:
+                if not self._handed:
+                    self._handing = False
+                    break
+                batch = list(self._handed)
+                self._handed.clear()
+            for call, control, args in batch:
+                if call == self._deliver:
+                    woken.add(control)
+                call(control, *args)
+        for control in woken:
+            control.wake()
 
     def _gap(self, control: _Control) -> None:
         if self.on_gap is None or control is not self._control:
@@ -661,7 +690,6 @@ class WalReader:
     def _deliver(self, control: _Control, transaction: Transaction) -> None:
         with self._lock:
             control.pending -= len(transaction.changes)
-        control.wake()
         if control is not self._control:
             return      # stopped meanwhile: nothing more reaches the consumer
         try:
