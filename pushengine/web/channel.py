@@ -221,8 +221,11 @@ class DeadlineChannel(HTTPChannel):
         self._finishing = True
         if not self.requests:
             self.loseConnection()
-        else:
-            self.persistent = False
+            return
+        self.persistent = False
+        for request in self.requests:
+            if not request.startedWriting:      # its answer says so
+                request.responseHeaders.setRawHeaders(b"connection", [b"close"])
 
     def abort(self) -> None:
         transport: Any = self.transport

@@ -48,10 +48,11 @@ def poll_body(sid: str, timeout: float = 60) -> bytes:
 class RawSse:
     """An SSE stream read from a plain socket: the head, then the chunked body."""
 
-    def __init__(self, port: int, sid: str) -> None:
+    def __init__(self, port: int, sid: str, last_event_id: int | None = None) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        resume = "" if last_event_id is None else f"Last-Event-ID: {last_event_id}\r\n"
         self.sock.sendall(f"GET /api/events?session={sid} HTTP/1.1\r\n"
-                          f"Host: 127.0.0.1\r\n\r\n".encode())
+                          f"Host: 127.0.0.1\r\n{resume}\r\n".encode())
         self.data = b""
         while b"\r\n\r\n" not in self.data:
             self._read()
