@@ -23,7 +23,7 @@ from pushengine.api.methods import Api, method_table
 from pushengine.api.auth import ApiKeys, TokenVerifier
 from pushengine.app.engine import build_engine
 from pushengine.app.logs import NodeServices
-from pushengine.app.shutdown import Shutdown
+from pushengine.app.shutdown import Shutdown, second_signal
 from pushengine.feeds.memory import MemoryFeed
 from pushengine.core.hooks import Hooks
 from pushengine.core.interfaces import ChangeFeed, ChangeSink, Interest
@@ -563,7 +563,8 @@ class Node:
         # SIGTERM, SIGINT: the node lets its clients go, then its services stop
         self.shutdown = Shutdown(reactor, options["drain-delay"], options["shutdown-timeout"],
                                  self.draining, self.listener.stopService,
-                                 [self.connections, self.poller, self.sse, self.ws])
+                                 [self.connections, self.poller, self.sse, self.ws],
+                                 on_start=second_signal(reactor))
         self.services.stop_through(self.shutdown.stop)
         timer(options["ping-interval"], self.engine.ping, reactor).setServiceParent(self.services)
         # streamed sessions do not poll: count them online, keep their registry entries

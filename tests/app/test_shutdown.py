@@ -133,3 +133,20 @@ def test_draining_turns_the_ready_probe_503_and_leaves_the_live_probe() -> None:
     ready = http.get("/health/ready")
     assert ready.code == 503 and ready.json()["reason"] == "shutting down"
     assert http.get("/health/live").code == 200
+
+
+def test_a_second_signal_cuts_what_is_open_at_once() -> None:
+    p = Parts(delay=5.0)
+    started: list[Shutdown] = []
+    p.shutdown.on_start = started.append
+    done = p.shutdown.stop(p.stop_services)
+    assert started == [p.shutdown]          # where the second signal is wired
+    p.clock.advance(1.0)
+    p.shutdown.hurry()                      # during the drain delay: no more waiting
+    assert p.steps[1:6] == ["stop listening", "close connections", "close polls", "close sse",
+                            "close ws"]
+    assert [s for s in p.steps if s.startswith("abort")] == [
+        "abort connections", "abort polls", "abort sse", "abort ws"]
+    assert p.steps[-1] == "stop services"
+    assert fired(done) is None              # nor for the services
+    assert p.clock.seconds() == 1.0 and p.shutdown.cut

@@ -217,3 +217,19 @@ def test_a_request_that_never_ends_is_cut_at_the_shutdown_timeout(tmp_path: Path
         e.stop()
     log = e.log_text()
     assert "cutting what is still open at the shutdown deadline" in log, log[-3000:]
+
+
+def test_a_second_sigterm_cuts_the_shutdown_short(tmp_path: Path) -> None:
+    e = start(tmp_path, "--drain-delay", "20", "--shutdown-timeout", "30")
+    try:
+        started = time.monotonic()
+        e.process.send_signal(signal.SIGTERM)
+        wait_until(lambda: e.get("/health/ready").code == 503, what="/health/ready 503")
+        e.process.send_signal(signal.SIGTERM)
+        assert e.process.wait(10) in (0, -signal.SIGTERM)
+        assert time.monotonic() - started < 10
+    finally:
+        e.stop()
+    log = e.log_text()
+    assert "a second signal: cutting every connection now" in log, log[-3000:]
+    assert "Traceback" not in log and "Unhandled" not in log, log[-3000:]
