@@ -233,3 +233,30 @@ def test_a_second_sigterm_cuts_the_shutdown_short(tmp_path: Path) -> None:
     log = e.log_text()
     assert "a second signal: cutting every connection now" in log, log[-3000:]
     assert "Traceback" not in log and "Unhandled" not in log, log[-3000:]
+
+
+def test_the_python_client_goes_on_through_a_balancer_when_its_node_stops(
+        tmp_path: Path) -> None:
+    """``pushengine.client`` holds a keep-alive connection; the node it
+    reaches closes it when it stops, and the next call goes, on a new
+    connection, to the node the balancer (a forwarder here) now sends to."""
+    from pushengine.client import SyncClient
+    from tests.e2e.test_production import Forwarder
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    forwarder = Forwarder(("127.0.0.1", a.port))
+    try:
+        with SyncClient(f"http://127.0.0.1:{forwarder.port}") as client:
+            assert client.upsert("Stream", stream(1)) == 1       # kept alive, to A
+            forwarder.target = ("127.0.0.1", b.port)             # the balancer took A out
+            a.process.send_signal(signal.SIGTERM)
+            assert a.process.wait(10) in (0, -signal.SIGTERM)
+            for i in range(2, 5):                                # no error: to B
+                assert client.upsert("Stream", stream(i)) == 1
+        assert b.call("session.create")
+    finally:
+        forwarder.cut()
+        a.stop()
+        b.stop()
