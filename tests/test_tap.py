@@ -64,6 +64,8 @@ DEFAULTS = {
     "webhook-queue": 10000,
     "admin-key": None,
     "ready-grace": 30.0,
+    "drain-delay": 0.0,
+    "shutdown-timeout": 10.0,
     "log-format": "text",
 }
 
@@ -462,5 +464,28 @@ def test_postgres_options(files) -> None:
     (["--pg-timeout", "0"], "--pg-timeout must be a number greater than 0"),
 ])
 def test_postgres_options_refused(argv, message) -> None:
+    with pytest.raises(usage.UsageError, match=re.escape(message)):
+        parse(*argv)
+
+
+def test_shutdown_options_parse_and_read_the_environment() -> None:
+    options = parse("--drain-delay", "5", "--shutdown-timeout", "25")
+    assert (options["drain-delay"], options["shutdown-timeout"]) == (5.0, 25.0)
+    options = parse(environ={"PUSHENGINE_DRAIN_DELAY": "2.5",
+                             "PUSHENGINE_SHUTDOWN_TIMEOUT": "8"})
+    assert (options["drain-delay"], options["shutdown-timeout"]) == (2.5, 8.0)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--shutdown-timeout", "0"], "--shutdown-timeout must be a number greater than 0"),
+    (["--shutdown-timeout", "inf"], "--shutdown-timeout must be a number greater than 0"),
+    (["--shutdown-timeout", "soon"], "--shutdown-timeout must be a number"),
+    (["--drain-delay", "-1"], "--drain-delay must be 0 or more seconds"),
+    (["--drain-delay", "nan"], "--drain-delay must be 0 or more seconds"),
+    # the timeout counts from the signal: the delay must leave time to close
+    (["--drain-delay", "10"], "less than --shutdown-timeout"),
+    (["--drain-delay", "15", "--shutdown-timeout", "12"], "less than --shutdown-timeout"),
+])
+def test_shutdown_usage_errors(argv: list[str], message: str) -> None:
     with pytest.raises(usage.UsageError, match=re.escape(message)):
         parse(*argv)

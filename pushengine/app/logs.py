@@ -95,9 +95,23 @@ def twistd_log_file(server_options: Any) -> IO[str]:
 
 class NodeServices(MultiService):
     """The node's services; with ``log_observer``, the application's log
-    observer too (set when twistd adds this service to its application)."""
+    observer too (set when twistd adds this service to its application).
+
+    ``stop_through(stop)``: the node stops through ``stop`` (the graceful
+    shutdown, ``app/shutdown.py``), which is given the stop of the services
+    and calls it when the node has let its clients go."""
 
     log_observer: Callable[[LogEvent], None] | None = None
+    _stop: Callable[[Callable[[], Any]], Any] | None = None
+
+    def stop_through(self, stop: Callable[[Callable[[], Any]], Any]) -> None:
+        self._stop = stop
+
+    def stopService(self) -> Any:
+        stop = self._stop
+        if stop is None or not self.running:
+            return super().stopService()
+        return stop(lambda: MultiService.stopService(self))
 
     def setServiceParent(self, parent: Any) -> None:
         if self.log_observer is not None and isinstance(parent, Componentized):

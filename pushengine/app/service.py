@@ -22,6 +22,7 @@ from pushengine.api.methods import Api, method_table
 from pushengine.api.auth import ApiKeys, TokenVerifier
 from pushengine.app.engine import build_engine
 from pushengine.app.logs import NodeServices
+from pushengine.app.shutdown import Shutdown, second_signal
 from pushengine.feeds.memory import MemoryFeed
 from pushengine.core.feedservice import FeedService
 from pushengine.core.hooks import Hooks
@@ -42,6 +43,7 @@ from pushengine.views.conditions import ViewDefinitionError
 from pushengine.views.spec import load_catalog
 from pushengine.web.app import WebApp
 from pushengine.web.clients import ClientAddresses
+from pushengine.web.connections import OpenConnections
 from pushengine.web.health import Readiness
 from pushengine.web.policy import HttpPolicy
 from pushengine.web.request import limited_request_factory
@@ -201,6 +203,8 @@ class Node:
 
         def render_metrics() -> tuple[bytes, bytes]:
             return metrics.CONTENT_TYPE.encode(), metrics.render(registry)
+        # the fronts' connections, which the graceful shutdown closes
+        self.connections = OpenConnections()
         # /health/ready; ``draining()`` when shutdown begins
         self.readiness = Readiness(reactor, lambda: bool(self.feed.health().get("up")),
                                    options["ready-grace"])
@@ -214,11 +218,12 @@ class Node:
         from pushengine.transports.sse import EventsResource
         from pushengine.transports.websocket import WebSocketResource
         from pushengine.web.openrpc import openrpc_route
-        sse = EventsResource(self.api, self.policy, self.reactor,
-                             ping_interval=self.options["sse-ping"])
-        ws = WebSocketResource(self.dispatcher, self.engine.sessions, self.policy, self.reactor,
-                               self.options["max-body"], self.options["idle-timeout"],
-                               ping_interval=self.options["ws-ping"])
+        sse = self.sse = EventsResource(self.api, self.policy, self.reactor,
+                                        ping_interval=self.options["sse-ping"])
+        ws = self.ws = WebSocketResource(self.dispatcher, self.engine.sessions, self.policy,
+                                         self.reactor, self.options["max-body"],
+                                         self.options["idle-timeout"],
+                                         ping_interval=self.options["ws-ping"])
         self.sources["pings"] = _PingFigures(sse.heartbeat, ws.heartbeat)
         # the fast front hands these streams' connections to their transport
         routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream",
@@ -500,7 +505,8 @@ class Node:
             return site
         from pushengine.web.fastpath import FastSite
         return FastSite(site, self.web.table, self.policy, self.reactor,
-                        self.options["header-timeout"], self.options["idle-timeout"])
+                        self.options["header-timeout"], self.options["idle-timeout"],
+                        self.connections)
 
     def site(self) -> Site:
         """The HTTP site: header deadline, idle timeout between requests, body
@@ -512,7 +518,8 @@ class Node:
                           timeout=self.options["idle-timeout"],
                           reactor=self.reactor, parsePOSTFormSubmission=False)
         # twisted declares the factory's protocol as a function: set as an attribute
-        cast(Any, site).protocol = deadline_protocol(self.options["header-timeout"], self.policy)
+        cast(Any, site).protocol = deadline_protocol(self.options["header-timeout"], self.policy,
+                                                     self.connections)
         site.access_log = bool(self.options["access-log"])
         site.requestFactory = limited_request_factory(self.policy)
         # a segment upload is judged before its body is spooled (SPEC 15)
@@ -535,8 +542,14 @@ class Node:
             from pushengine.postgres.store import StoreService
             StoreService(self.sources["postgres"], self._refuse).setServiceParent(self.services)
         FeedService(self.feed, self.sink).setServiceParent(self.services)
-        strports.service(options["port"], self.http_factory(), reactor=reactor).setServiceParent(
-            self.services)
+        self.listener = strports.service(options["port"], self.http_factory(), reactor=reactor)
+        self.listener.setServiceParent(self.services)
+        # SIGTERM, SIGINT: the node lets its clients go, then its services stop
+        self.shutdown = Shutdown(reactor, options["drain-delay"], options["shutdown-timeout"],
+                                 self.draining, self.listener.stopService,
+                                 [self.connections, self.poller, self.sse, self.ws],
+                                 on_start=second_signal(reactor))
+        self.services.stop_through(self.shutdown.stop)
         timer(options["ping-interval"], self.engine.ping, reactor).setServiceParent(self.services)
         # streamed sessions do not poll: count them online, keep their registry entries
         timer(min(10.0, options["online-period"] / 2), self.api.touch_streams,

@@ -67,6 +67,12 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("ready-grace", 30.0, "Seconds the change feed may be down before GET /health/ready "
      "answers 503: meanwhile clients are served from what the node holds (0: not ready as "
      "soon as the feed is down).", float),
+    ("drain-delay", 0.0, "On SIGTERM or SIGINT, seconds the node goes on serving after "
+     "GET /health/ready turned 503, so that a balancer takes it out before it stops taking "
+     "connections (docs/deploy.md, \"Stopping a node\").", float),
+    ("shutdown-timeout", 10.0, "Seconds from SIGTERM or SIGINT (the drain delay included) "
+     "within which the node exits: its polls answered, its streams ended, its calls "
+     "finished; what is still open then is cut.", float),
     ("online-period", 60.0, "Seconds a polling session counts as online.", float),
     ("amqp", None, "RabbitMQ URL, amqp://user:pass@host:5672/vhost.", None),
     ("amqp-exchange", None, "The exchange of changes (default pushengine.changes, a fanout "
@@ -160,6 +166,11 @@ class Options(usage.Options):
             raise usage.UsageError("--segment-min must be at least 1")
         if not (self["ready-grace"] >= 0 and math.isfinite(self["ready-grace"])):
             raise usage.UsageError("--ready-grace must be 0 or more seconds")
+        if not (self["shutdown-timeout"] > 0 and math.isfinite(self["shutdown-timeout"])):
+            raise usage.UsageError("--shutdown-timeout must be a number greater than 0")
+        if not (0 <= self["drain-delay"] < self["shutdown-timeout"]):
+            raise usage.UsageError("--drain-delay must be 0 or more seconds, and less than "
+                                   "--shutdown-timeout (which counts from the signal)")
         if self["max-sessions"] < 0:
             raise usage.UsageError("--max-sessions must be 0 (no limit) or more")
         if self["log-format"] not in logs.FORMATS:

@@ -59,6 +59,11 @@ class Heartbeat:
         if self.timer is None:
             self._next()
 
+    def members(self) -> list[Pingable]:
+        """Every stream filed now (a copy: the caller may close them as it
+        goes): the open streams of the transport."""
+        return list(self.streams)
+
     def discard(self, stream: Pingable) -> None:
         number = self.streams.pop(stream, None)
         if number is not None:

@@ -20,6 +20,12 @@ later one is answered, and stays queued until a later poll acknowledges it
 dropped. A poll after a stream first queues again what the stream wrote
 (``EventLog.unwrite``): its ``ack`` says which of it the client has.
 
+When the node shuts down (SPEC 21, ``close_all``) every parked poll
+answers at once (what waits, ``[]`` mostly: an ordinary, whole answer, which
+the fast front sends with ``Connection: close``), and from then on a poll
+answers at once instead of parking: the client's next poll goes to another
+node.
+
 The API layer reaches this through ``pushengine.core.interfaces.Poller``;
 ``pushengine.app.service`` builds it.
 """
@@ -27,7 +33,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -89,6 +95,28 @@ class LongPolling:
         self.sessions = sessions
         self.clock = clock
         self.wheel: TimerWheel[ParkedPoll] = TimerWheel(clock, self._timed_out, resolution)
+        self.closing = False            # the node shuts down: no poll parks
+
+    def close_all(self, reason: str) -> Deferred[None]:
+        """The node shuts down: every parked poll answers now (what waits
+        for it: ``[]`` unless an event came this very turn), and polls from
+        now on answer at once. Fires at once: the answers are written, the
+        HTTP front closes their connections once they are sent."""
+        self.closing = True
+        polls = self.wheel.entries()
+        if polls:
+            log.info("answering {count} parked polls: {reason}", count=len(polls),
+                     reason=reason)
+        for poll in polls:
+            session = poll.session
+            if session.delivery is poll:
+                self.answer(session, poll)
+            else:
+                self.unpark(poll)
+        return succeed(None)
+
+    def abort_all(self) -> None:
+        """Nothing of its own to cut: a poll's connection is the front's."""
 
     def get_events(self, session: Session, timeout: float,
                    ack: int | None) -> Deferred[RawUTF8] | RawUTF8:
@@ -115,7 +143,7 @@ class LongPolling:
         if ack is not None:
             log.ack(ack)
         timeout = min(max(timeout, 0.0), sessions.settings.max_timeout)
-        if log.pending or timeout <= 0:
+        if log.pending or timeout <= 0 or self.closing:
             sessions.keep_alive(session)
             return sessions.take(session, ack is not None)
         poll = ParkedPoll(self, session, ack is not None, reply)

@@ -17,6 +17,17 @@ registers as the connection's push producer: when the client stops reading
 and the socket's buffer fills, the transport pauses it, the session stops
 writing to it and its events wait in the log (which overflows into a reset).
 
+When the node shuts down (SPEC 21, ``EventsResource.close_all``) each
+stream writes what waits for it, then one last message, ``event:
+going-away`` with ``data: {"code":1001,"reason":"the node is shutting
+down"}`` (a named event: it never reaches ``onmessage``, and carries no
+``id``, so the last event's id stays the one to resume from), and ends at
+that message's boundary: the chunked body terminated (``0\r\n\r\n``), the
+connection closed. A browser's EventSource reconnects by itself (after
+``retry``, with ``Last-Event-ID``); the JS client reconnects at once when
+it saw ``going-away``. Behind a balancer the next node answers, and with
+``--redis`` the session resumes there.
+
 Both fronts serve the route with the same stream (``SseStream``) and the same
 checks (``EventsResource.opening``): twisted.web through its Request
 (``render_GET``, which frames the body), the fast front by handing over the
@@ -27,6 +38,7 @@ session, nothing of HTTP.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
 from twisted.internet.defer import Deferred
@@ -42,6 +54,7 @@ from pushengine.core.numbers import parse_decimal
 from pushengine.web.policy import KEY_HEADER, HttpPolicy, date_line, status_line, stream_error
 from pushengine.web.routes import HttpAnswer, StreamAnswer, StreamLink, StreamRequest
 from pushengine.web.timing import Clock
+from pushengine.transports.closing import SHUTTING_DOWN, Departures
 from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 
@@ -50,6 +63,14 @@ PING_INTERVAL = 15.0    # --sse-ping: a comment after 15 s of silence (SPEC sect
 HEAD = b": open\n\n"
 RETRY = b"retry: 3000\n"          # with the stream's first message
 PING = b": ping\n\n"
+
+
+def going_away(reason: str = SHUTTING_DOWN) -> bytes:
+    """The last message of a stream whose node shuts down: a named event
+    (not an event of the session: no ``id``, and it never reaches
+    ``onmessage``)."""
+    data = json.dumps({"code": 1001, "reason": reason}, separators=(",", ":"))
+    return b"event: going-away\ndata: %b\n\n" % data.encode()
 
 
 def sse_messages(first: int, fragments: Sequence[Fragment]) -> bytes:
@@ -69,12 +90,14 @@ class StreamHub:
     """What every stream of the route shares (one object, not one per
     stream): the clock, the sessions, the heartbeat."""
 
-    __slots__ = ("clock", "sessions", "heartbeat")
+    __slots__ = ("clock", "sessions", "heartbeat", "departures")
 
-    def __init__(self, clock: Any, sessions: Any, heartbeat: Heartbeat | None) -> None:
+    def __init__(self, clock: Any, sessions: Any, heartbeat: Heartbeat | None,
+                 departures: Departures | None = None) -> None:
         self.clock = clock
         self.sessions = sessions
         self.heartbeat = heartbeat
+        self.departures = departures if departures is not None else Departures()
 
 
 class SseStream(StreamProducer):
@@ -147,6 +170,34 @@ class SseStream(StreamProducer):
         except Exception:
             log.failure("finishing an event stream failed")
 
+    def go_away(self, reason: str = SHUTTING_DOWN) -> None:
+        """The node shuts down: write what waits for the client (even one
+        that reads slowly: at most ``--max-queue`` events), a ``going-away``
+        message, and end the answer at that message's boundary (the chunked
+        body terminated). The session stays: the client resumes it, here
+        or, with ``--redis``, on another node."""
+        if self.closed:
+            return
+        session = self.session
+        if session is not None:
+            self.sessions.events_out += session.log.write(self.write)
+            self.session = None
+            self.sessions.detach(session, self)
+        self.hub.departures.leave(self)
+        try:
+            self._send(going_away(reason))
+        except Exception:
+            log.failure("writing the last message of an event stream failed")
+        self.close()
+
+    def abort(self) -> None:
+        """Cut the connection (the shutdown's deadline passed)."""
+        out = self.out
+        transport = out if self.raw else getattr(out, "transport", None)
+        abort = getattr(transport, "abortConnection", None)
+        if abort is not None:
+            abort()
+
     # -- lifetime --------------------------------------------------------------
     def start(self, session: Any) -> None:
         self.session = session
@@ -168,6 +219,7 @@ class SseStream(StreamProducer):
     def lost(self, _: Any = None) -> None:
         """The client went away: the session may expire from now on."""
         self._stop_pinging()
+        self.hub.departures.gone(self)
         if not self.closed:
             self.closed = True
             if self.session is not None:
@@ -216,7 +268,8 @@ class EventsResource(Resource):
         self.policy = policy
         self.clock = clock
         self.heartbeat = Heartbeat(clock, ping_interval)
-        self.hub = StreamHub(clock, api.sessions, self.heartbeat)
+        self.departures = Departures()
+        self.hub = StreamHub(clock, api.sessions, self.heartbeat, self.departures)
         cors = b"".join(name + b": " + value + b"\r\n" for name, value in policy.cors_headers)
         # the raw answer's head after its Date line, HTTP/1.1 (chunked) and 1.0
         head = (b"Content-Type: text/event-stream\r\nCache-Control: no-store\r\n"
@@ -224,6 +277,27 @@ class EventsResource(Resource):
         self._head11 = head + b"Transfer-Encoding: chunked\r\n\r\n" \
             + b"%x\r\n%b\r\n" % (len(HEAD), HEAD)
         self._head10 = head + b"Connection: close\r\n\r\n" + HEAD
+
+    def close_all(self, reason: str = SHUTTING_DOWN) -> Deferred[None]:
+        """The node shuts down (SPEC 21): every open stream ends after a
+        ``going-away`` message (``SseStream.go_away``), and one that opens
+        from now on too. Fires once every stream's connection is gone."""
+        departures = self.departures
+        departures.closing = True
+        streams = [s for s in self.heartbeat.members() if isinstance(s, SseStream)]
+        if streams:
+            log.info("ending {count} event streams: {reason}", count=len(streams),
+                     reason=reason)
+        for stream in streams:
+            try:
+                stream.go_away(reason)
+            except Exception:
+                log.failure("ending an event stream failed")
+        return departures.all_gone()
+
+    def abort_all(self) -> None:
+        """Cut the streams still open (the shutdown's deadline passed)."""
+        self.departures.abort_all()
 
     def opening(self, sid: str, last: int | None | str,
                 stream: SseStream) -> tuple[int, int | str, str] | Any:
@@ -319,6 +393,8 @@ class EventsResource(Resource):
         stream.start(session)
         # events written while attaching waited for the head: write them now
         self.api.sessions.resume_writing(session, stream)
+        if self.departures.closing:     # opened while the node shuts down
+            stream.go_away()
 
     # -- twisted.web ---------------------------------------------------------------------
     def render_OPTIONS(self, request: Any) -> bytes:
@@ -382,6 +458,8 @@ class EventsResource(Resource):
         stream.start(session)
         # events written while attaching waited for the head: write them now
         self.api.sessions.resume_writing(session, stream)
+        if self.departures.closing:     # opened while the node shuts down
+            stream.go_away()
 
     def _failed(self, request: Any, failure: Failure) -> None:
         if request.finished or getattr(request, "_disconnected", False):

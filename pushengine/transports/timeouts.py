@@ -91,6 +91,11 @@ class TimerWheel(Generic[T]):
                 self._stop_timer()
         return True
 
+    def entries(self) -> list[T]:
+        """Every entry in the wheel now, soonest first (a copy: the caller
+        may remove them as it goes)."""
+        return [entry for k in sorted(self.buckets) for entry in self.buckets[k]]
+
     def stop(self) -> None:
         """Drop every entry and the timer (the node stops)."""
         self.buckets.clear()

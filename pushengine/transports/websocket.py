@@ -34,6 +34,18 @@ refuses another ``Sec-WebSocket-Version`` with 426 naming 13, and negotiates
 permessage-deflate (``deflate.py``: each event's shared piece compressed once).
 What one connection may cost is bounded (``WsConnection``; docs/websocket.md).
 
+When the node shuts down (SPEC 21, ``WebSocketResource.close_all``) each
+socket answers the calls it is answering (calls that arrive meanwhile too),
+writes what waits for its session, then sends a close frame with code 1001
+(going away) and closes the TCP connection once the client's close frame
+comes back (at most ``CLOSE_LINGER`` seconds later): closing at once could
+reset the connection under bytes the client has not read. Nothing is
+answered after the close frame, so a call still pending on the client when
+1001 arrives was not run: the client may send it again elsewhere. The
+client reconnects at once and attaches its session with the last seq it
+received (behind a balancer the next node answers; with ``--redis`` the
+session resumes there).
+
 On the fast front the upgrade does not go through twisted.web: the front
 hands the connection over (``WebSocketResource.stream``), the same checks and
 handshake run on the request it parsed, and the socket answers
@@ -63,6 +75,7 @@ from pushengine.web.policy import KEY_HEADER, HttpPolicy, stream_error
 from pushengine.web.routes import HttpAnswer, StreamAnswer, StreamLink, StreamRequest
 from pushengine.web.timing import Clock
 from pushengine.transports.deflate import SMALLEST, Deflater, ServerDeflate, frame
+from pushengine.transports.closing import SHUTTING_DOWN, Departures
 from pushengine.transports.heartbeat import Heartbeat
 from pushengine.transports.producer import StreamProducer
 
@@ -78,6 +91,9 @@ SLICE_MESSAGES = 32
 SLICE_BYTES = 64 * 1024
 # calls refused for the rate in a row before the socket is closed
 REFUSALS = 64
+# seconds a socket that sent its close frame waits for the client's before
+# it closes the connection anyway
+CLOSE_LINGER = 2.0
 
 
 def text_frame(payload: bytes) -> bytes:
@@ -221,13 +237,14 @@ class WsConnection(StreamProducer):
                  "caller", "transport", "closed", "parts", "size",
                  "heartbeat", "last_write", "deflater", "idle_timeout", "last_pong",
                  "answering", "refusals", "reading", "later", "frames", "send",
-                 "__weakref__")
+                 "departures", "leaving", "__weakref__")
     transport_name = "websocket"    # the label of /metrics' delivery times
 
     def __init__(self, conn: Any, dispatcher: Any, sessions: Any, clock: Any,
                  max_message: int, request: Any, heartbeat: Heartbeat | None = None,
                  deflate: ServerDeflate | None = None, idle_timeout: float | None = None,
-                 frames: SharedFrames | None = None) -> None:
+                 frames: SharedFrames | None = None,
+                 departures: Departures | None = None) -> None:
         self.conn = conn
         self.dispatcher = dispatcher
         self.sessions = sessions
@@ -254,6 +271,10 @@ class WsConnection(StreamProducer):
         # (None: this socket frames its own)
         self.frames = frames
         self.send = _write              # how events reach the transport
+        # the sockets of the resource told to go away (SPEC 21), and why this
+        # one was (None: it was not)
+        self.departures = departures
+        self.leaving: str | None = None
 
     # -- the connection ----------------------------------------------------------
     def take(self, link: StreamLink, accept: bytes) -> None:
@@ -274,6 +295,9 @@ class WsConnection(StreamProducer):
             self.heartbeat.add(self)
 
     def dataReceived(self, data: bytes) -> None:
+        if self.closed:                 # our close frame went: only the client's counts
+            self._after_close(data)
+            return
         # the client's answer to a ping, alone in its read: a masked empty
         # pong (0x8A 0x80 and the mask); thousands of idle sockets send one
         # each per ping interval, and wsproto's event machinery costs more
@@ -400,9 +424,14 @@ class WsConnection(StreamProducer):
         self._answered()
 
     def _answered(self) -> None:
-        """The answer went: the events that waited for it follow."""
+        """The answer went: the events that waited for it follow (or, on a
+        socket told to go away, the close frame after them)."""
         self.answering -= 1
-        if not self.answering and self.session is not None and not self.closed:
+        if self.answering or self.closed:
+            return
+        if self.leaving is not None:
+            self._leave(self.leaving)
+        elif self.session is not None:
             self.sessions.resume_writing(self.session, self)
 
     def _send(self, body: bytes | None) -> None:
@@ -431,7 +460,9 @@ class WsConnection(StreamProducer):
         # (at once on the fast front): thousands of idle sockets get one each
         self.send(self.transport, PING_FRAME)
 
-    def _close(self, code: int, reason: str) -> None:
+    def _close(self, code: int, reason: str, linger: bool = False) -> None:
+        """Send a close frame and close the connection; ``linger``: once the
+        client's close frame came back, or ``CLOSE_LINGER`` seconds later."""
         if self.closed:
             return
         self.closed = True
@@ -439,7 +470,66 @@ class WsConnection(StreamProducer):
             self.transport.write(self.conn.send(CloseConnection(code, reason)))
         except Exception:
             pass
-        self.transport.loseConnection()
+        if not linger:
+            self.transport.loseConnection()
+            return
+        later, self.later = self.later, None
+        if later is not None and later.active():
+            later.cancel()
+        if not self.reading:            # the client's close frame must be read
+            self.reading = True
+            self.transport.resumeProducing()
+        self.later = self.clock.callLater(CLOSE_LINGER, self._lose)
+
+    def _after_close(self, data: bytes) -> None:
+        """Bytes after our close frame: the connection closes when they
+        hold the client's close frame (anything else is dropped)."""
+        try:
+            self.conn.receive_data(data)
+            done = any(isinstance(e, CloseConnection) for e in self.conn.events())
+        except Exception:
+            done = True
+        if done or self.conn.state is ConnectionState.CLOSED:
+            self._lose()
+
+    def _lose(self) -> None:
+        later, self.later = self.later, None
+        if later is not None and later.active():
+            later.cancel()
+        if self.transport is not None:
+            self.transport.loseConnection()
+
+    # -- the node shuts down (SPEC 21) -------------------------------------------------
+    def go_away(self, reason: str = SHUTTING_DOWN) -> None:
+        """Close with 1001 (going away) once the calls being answered are
+        answered and what waits for the session is written."""
+        if self.closed or self.leaving is not None:
+            return
+        self.leaving = reason
+        if self.departures is not None:
+            self.departures.leave(self)
+        if self.heartbeat is not None:
+            self.heartbeat.discard(self)
+        if not self.answering:
+            self._leave(reason)
+
+    def _leave(self, reason: str) -> None:
+        session = self.session
+        if session is not None:
+            # what waits goes first, even to a client that reads slowly (at
+            # most --max-queue events); the session stays for its resume
+            if self.transport is not None:
+                self.sessions.events_out += session.log.write(self.write)
+            self.session = None
+            self.sessions.detach(session, self)
+        if self.transport is not None:
+            self._close(GOING_AWAY, reason, linger=True)
+
+    def abort(self) -> None:
+        """Cut the connection (the shutdown's deadline passed)."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abortConnection()
 
     def connectionLost(self, reason: Any = None) -> None:
         self.closed = True
@@ -448,6 +538,8 @@ class WsConnection(StreamProducer):
         self.later = None
         if self.heartbeat is not None:
             self.heartbeat.discard(self)
+        if self.departures is not None:
+            self.departures.gone(self)
         if self.session is not None:
             self.sessions.detach(self.session, self)
             self.session = None
@@ -530,10 +622,32 @@ class WebSocketResource(Resource):
         self.max_message = max_message
         self.idle_timeout = idle_timeout
         self.frames = SharedFrames()
+        self.departures = Departures()
         # a socket with no session must answer a ping within the idle
         # timeout: pinged at least twice in it
         self.heartbeat = Heartbeat(clock, min(ping_interval, idle_timeout / 2)
                                    if idle_timeout else ping_interval)
+
+    def close_all(self, reason: str = SHUTTING_DOWN) -> Deferred[None]:
+        """The node shuts down (SPEC 21): every socket closes with 1001
+        after its calls' answers and its session's events
+        (``WsConnection.go_away``), and one that opens from now on too.
+        Fires once every socket's connection is gone."""
+        departures = self.departures
+        departures.closing = True
+        sockets = [s for s in self.heartbeat.members() if isinstance(s, WsConnection)]
+        if sockets:
+            log.info("closing {count} WebSockets: {reason}", count=len(sockets), reason=reason)
+        for ws in sockets:
+            try:
+                ws.go_away(reason)
+            except Exception:
+                log.failure("closing a WebSocket failed")
+        return departures.all_gone()
+
+    def abort_all(self) -> None:
+        """Cut the sockets still open (the shutdown's deadline passed)."""
+        self.departures.abort_all()
 
     def _upgrade_required(self, request: Any, message: str) -> bytes:
         request.setHeader(b"upgrade", b"websocket")
@@ -578,7 +692,7 @@ class WebSocketResource(Resource):
                     request: Any) -> WsConnection:
         return WsConnection(conn, self.dispatcher, self.sessions, self.clock,
                             self.max_message, request, self.heartbeat, deflate,
-                            self.idle_timeout, self.frames)
+                            self.idle_timeout, self.frames, self.departures)
 
     # -- the fast front: the raw connection ----------------------------------------
     def stream(self, r: StreamRequest, caller: Any, link: StreamLink) -> StreamAnswer:
@@ -600,6 +714,8 @@ class WebSocketResource(Resource):
         ws = self._connection(conn, deflate, None)
         ws.caller = self.policy.channel_caller(link.peer, r.headers, ws)
         ws.take(link, accept)
+        if self.departures.closing:     # opened while the node shuts down
+            ws.go_away()
         return None
 
     # -- twisted.web ---------------------------------------------------------------------
@@ -634,4 +750,6 @@ class WebSocketResource(Resource):
         channel._protocolUpgradeForWebsockets(ws)
         transport.write(accept)
         request.registerProducer(ws, True)
+        if self.departures.closing:     # opened while the node shuts down
+            ws.go_away()
         return NOT_DONE_YET

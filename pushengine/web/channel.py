@@ -28,6 +28,11 @@ root so that a URL that is not percent-encoded UTF-8, or a ``Host`` that is
 no host name, gets a JSON 400 instead of klein's text answer (or twisted.web's
 HTML 500 page) and a logged traceback.
 
+When the node shuts down (SPEC 21) the connections (``connections.py``)
+tell each channel to finish up: one between requests closes at once, one
+answering closes once its answer is done (twisted.web closes a connection
+that is not persistent after its answer).
+
 The clock is the one the ``Site`` was given (``Site(reactor=...)``), through
 the ``callLater`` that ``HTTPFactory.buildProtocol`` puts on each channel.
 """
@@ -44,6 +49,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import Request
 
 from pushengine.core.numbers import parse_decimal
+from pushengine.web.connections import OpenConnections
 from pushengine.web.policy import (
     LINGER_SECONDS, TOO_MANY_CONNECTIONS, HttpPolicy, closing_answer, path_error)
 from pushengine.web.static import JsonError
@@ -72,6 +78,10 @@ class DeadlineChannel(HTTPChannel):
     _refused = False
     # between requests of a keep-alive connection, before a byte of the next
     _betweenRequests = False
+    # the front's connections (the graceful shutdown), and whether this one
+    # was told to finish up
+    connections: OpenConnections | None = None
+    _finishing = False
 
     # -- the header deadline -----------------------------------------------------
     def _startHeaderDeadline(self) -> None:
@@ -127,6 +137,8 @@ class DeadlineChannel(HTTPChannel):
             self._proxied = counted is None and bool(self.policy.connections.limit)
         super().connectionMade()
         self._startHeaderDeadline()
+        if self.connections is not None:
+            self.connections.add(self)
 
     def dataReceived(self, data: bytes) -> None:
         if self._refused:
@@ -190,6 +202,8 @@ class DeadlineChannel(HTTPChannel):
         super().requestDone(request)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
+        if self.connections is not None:
+            self.connections.discard(self)
         self._cancelHeaderDeadline()
         self._cancelBodyDeadline()
         self._betweenRequests = False
@@ -199,6 +213,39 @@ class DeadlineChannel(HTTPChannel):
         if self._refused and not self.requests:
             return
         super().connectionLost(reason)
+
+    # -- the node shuts down (SPEC 21) ------------------------------------------------
+    def finish_up(self) -> None:
+        """Close now if between requests, else once the answer being made
+        is done (the connection is no longer persistent)."""
+        self._finishing = True
+        if not self.requests:
+            self.loseConnection()
+            return
+        self.persistent = False
+        for request in self.requests:
+            if not request.startedWriting:      # its answer says so
+                request.responseHeaders.setRawHeaders(b"connection", [b"close"])
+
+    def abort(self) -> None:
+        transport: Any = self.transport
+        if transport is not None:
+            transport.abortConnection()
+
+    def checkPersistence(self, request: Request, version: bytes) -> bool:
+        """A request read while the node shuts down is the connection's
+        last: its answer says ``Connection: close``."""
+        if self._finishing:
+            request.responseHeaders.setRawHeaders(b"connection", [b"close"])
+            return False
+        return bool(super().checkPersistence(request, version))
+
+    def _protocolUpgradeForWebsockets(self, protocol: Any) -> None:
+        """A WebSocket takes the connection over: its end is the socket's
+        business (``transports/websocket.py``), not this channel's."""
+        if self.connections is not None:
+            self.connections.discard(self)
+        super()._protocolUpgradeForWebsockets(protocol)
 
     # -- JSON for what twisted.web refuses itself -----------------------------------
     def _respondToBadRequestAndDisconnect(self) -> None:
@@ -214,8 +261,9 @@ class DeadlineChannel(HTTPChannel):
         self._respondToBadRequestAndDisconnect()
 
 
-def deadline_protocol(header_timeout: float | None,
-                      policy: HttpPolicy | None = None) -> Callable[[], DeadlineChannel]:
+def deadline_protocol(header_timeout: float | None, policy: HttpPolicy | None = None,
+                      connections: OpenConnections | None = None
+                      ) -> Callable[[], DeadlineChannel]:
     """What a ``Site``'s ``protocol`` attribute builds its connections with.
 
     ``HTTPFactory.buildProtocol`` then gives each channel the site's clock
@@ -227,6 +275,7 @@ def deadline_protocol(header_timeout: float | None,
         channel = DeadlineChannel()
         channel.headerTimeout = header_timeout
         channel.policy = policy
+        channel.connections = connections
         return channel
     return build
 

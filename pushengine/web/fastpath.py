@@ -16,7 +16,11 @@ GET (``Route.stream``: SSE, the WebSocket upgrade) is handed to its transport
 with the connection itself (``FastChannel.take``): the transport writes its
 head and messages straight to the socket, and the channel lets go of its
 parser and request state (on a TCP connection the transport becomes the
-socket's protocol, and the channel is freed). HTTP stays whole on both paths: keep-alive and pipelining (answers
+socket's protocol, and the channel is freed). When the node shuts down (SPEC 21) the site's ``connections``
+(``connections.py``) tell each channel to finish up (``finish_up``): one
+between requests closes at once, one answering closes after its answer
+(and those of requests already read), which says ``Connection: close``.
+HTTP stays whole on both paths: keep-alive and pipelining (answers
 in request order), Content-Length and chunked bodies, 413 from the
 Content-Length before a body byte is read, 400 on malformed requests (JSON),
 ``Expect: 100-continue``, the header deadline and the idle timeout; the
@@ -40,6 +44,7 @@ from twisted.web.server import Site
 from pushengine.api.caller import Caller
 from pushengine.core.numbers import parse_decimal
 from pushengine.web.channel import DeadlineChannel
+from pushengine.web.connections import OpenConnections
 from pushengine.web.outbox import Outbox
 from pushengine.web.policy import (
     INTERNAL_ERROR, LINGER_BYTES, LINGER_SECONDS, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS,
@@ -252,6 +257,7 @@ class FastChannel(Protocol):
         self.completed = 0               # requests completed in this call's bytes
         self.last: _Request | None = None
         self.replying: _Request | None = None  # the request a ReplyingCall answers
+        self.draining = False            # the node shuts down: close after the answers
 
     # -- connection ------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -266,6 +272,7 @@ class FastChannel(Protocol):
             return
         self.counted = counted
         self.proxied = counted is None and bool(policy.connections.limit)
+        self.factory.connections.add(self)
         no_delay = getattr(self.transport, "setTcpNoDelay", None)
         if no_delay is not None:
             # a push server's messages are small and must leave at once: with
@@ -446,6 +453,7 @@ class FastChannel(Protocol):
         self.closing = True
         counted, self.counted = self.counted, None
         self.factory.policy.release(counted)
+        self.factory.connections.discard(self)
         stream, self.stream = self.stream, None
         if stream is not None:
             stream.connectionLost(reason)
@@ -671,6 +679,7 @@ class FastChannel(Protocol):
         self.factory.outbox.flush_one(transport)
         self._cancel_timers()
         self.closing = True
+        self.factory.connections.discard(self)     # the stream's to end now
         self.stream = protocol
         self.parser = None
         self.request = None
@@ -725,7 +734,8 @@ class FastChannel(Protocol):
         self.factory.outbox.abort(self.transport)
 
     def _write(self, r: _Request, status: int, body: bytes, headers: Headers = ()) -> None:
-        if status == 200 and not headers and r.keep_alive and not self.closing:
+        if status == 200 and not headers and r.keep_alive and not self.closing \
+                and not self.draining:
             # the common answer (a poll's): its head is made once per site,
             # its Date once per second
             factory = self.factory
@@ -740,7 +750,7 @@ class FastChannel(Protocol):
             parts.append(name + b": " + value + b"\r\n")
         for name, value in headers:
             parts.append(name + b": " + value + b"\r\n")
-        close = not r.keep_alive or self.closing
+        close = not r.keep_alive or self.closing or self._last_answer()
         if close:
             parts.append(b"Connection: close\r\n")
         parts.append(b"\r\n")
@@ -752,6 +762,8 @@ class FastChannel(Protocol):
     def _done(self, close: bool = False) -> None:
         """The answer in progress is complete."""
         self.busy = False
+        if self.draining and not close:
+            close = self._last_answer()
         if self.paused and not close:
             self._reading()
         if close:
@@ -766,6 +778,28 @@ class FastChannel(Protocol):
             self._headers_on_the_clock()   # a pipelined request, partly read
         if self.paused or self.busy:
             self._reading()
+
+    # -- the node shuts down (SPEC 21) ------------------------------------------------
+    def finish_up(self) -> None:
+        """Close now if between requests, else after the answers to the
+        requests read (the last says ``Connection: close``)."""
+        self.draining = True
+        if self.closing or self.stream is not None or self.upgraded:
+            return
+        if not self.busy and not self.waiting and self.request is None:
+            self.closing = True
+            self._cancel_timers()
+            self.factory.outbox.close(self.transport)
+
+    def _last_answer(self) -> bool:
+        """Draining, and nothing more was asked: the answer being written
+        is the connection's last."""
+        return self.draining and not self.waiting and self.request is None
+
+    def abort(self) -> None:
+        """Cut the connection now (the shutdown's deadline passed)."""
+        self.closing = True
+        self.factory.outbox.abort(self.transport)
 
     # -- what twisted.web answers ----------------------------------------------------
     def _behind(self) -> Any:
@@ -965,9 +999,12 @@ class FastSite:
     Site, which answers every other route."""
 
     def __init__(self, site: Site, routes: RouteTable, policy: HttpPolicy, clock: Clock,
-                 header_timeout: float | None, idle_timeout: float | None) -> None:
+                 header_timeout: float | None, idle_timeout: float | None,
+                 connections: OpenConnections | None = None) -> None:
         self.site = site
         self.policy = policy
+        # every connection accepted, for the graceful shutdown
+        self.connections = connections if connections is not None else OpenConnections()
         self.calls: dict[tuple[bytes, bytes], CallHandler] = routes.calls()
         self.replying: dict[tuple[bytes, bytes], ReplyingHandler] = routes.replying()
         self.streams: dict[tuple[bytes, bytes], StreamHandler] = routes.streams()

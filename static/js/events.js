@@ -68,6 +68,7 @@ const log = logger("events");
  * @property {number} [base]       first back-off in ms
  * @property {number} [max]        longest back-off in ms
  * @property {() => number} [random]  jitter source (tests)
+ * @property {number} [reconnectSpread]  ms within which to connect again, at random, when the engine's node goes away (default 1000)
  * @property {boolean} [remember]  remember failed transports for the page's life (default true)
  * @property {import("./transport-ws.js").WebSocketConstructor} [WebSocket]  the WebSocket class (Node: the `ws` package); also `ws.WebSocket`
  * @property {import("./transport-sse.js").EventSourceConstructor} [EventSource]  the EventSource class (Node: the `eventsource` package); also `sse.EventSource`
@@ -149,7 +150,7 @@ export class Events extends Emitter {
    */
   constructor(session, {
     transport = "auto", timeout = 30, base = 500, max = 30000, random = Math.random, remember = true,
-    WebSocket = undefined, EventSource = undefined, ws = {}, sse = {}, longpoll = {}, transports = null,
+    reconnectSpread = 1000, WebSocket = undefined, EventSource = undefined, ws = {}, sse = {}, longpoll = {}, transports = null,
   } = {}) {
     super();
     this.session = session;
@@ -159,7 +160,7 @@ export class Events extends Emitter {
       throw new TypeError(`unknown transport ${JSON.stringify(transport)}: use "ws", "sse", "longpoll" or "auto"`);
     }
     this.remember = remember;
-    this.common = { base, max, random };
+    this.common = { base, max, random, reconnectSpread };
     /** @type {{ws: WsOptions, sse: SseOptions, longpoll: LongPollOptions}} */
     this.options = {
       ws: WebSocket ? { WebSocket, ...ws } : ws,

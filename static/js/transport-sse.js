@@ -7,6 +7,13 @@
 // after the back-off with `last_event_id` = the last seq received, and the
 // engine sends every later event once.
 //
+// A node that shuts down ends its streams with a last message, `event:
+// going-away` (a named event: it never reaches onmessage, and carries no id):
+// the stream is closed and opened again at once (within `reconnectSpread`
+// ms), with last_event_id, to the same URL: behind a balancer another node
+// answers, and with the engine's session registry the session resumes there.
+// No error, no back-off.
+//
 // An EventSource that cannot open its stream does not say why (404 for an
 // unknown session, a proxy's 502, no answer at all): the same URL is then
 // fetched once to read the answer. 404 with code 1001 means the engine no
@@ -38,6 +45,7 @@ const CLOSED = 2;
  * @property {unknown} onopen
  * @property {unknown} onmessage
  * @property {unknown} onerror
+ * @property {(type: string, listener: (event: {data?: unknown}) => void) => void} [addEventListener]  named events ("going-away")
  */
 
 /**
@@ -200,6 +208,13 @@ export class SseTransport extends Transport {
       if (!opened) onOpen();
       this.dispatcher.dispatch([ev], generation);
     };
+    // The node shuts down: its last message before the stream ends.
+    source.addEventListener?.("going-away", () => {
+      if (this.source !== source) return;
+      if (!opened) onOpen();
+      this._close();
+      this._reconnect("the engine's node is going away:");
+    });
     source.onerror = () => {
       if (this.source !== source) return;
       const refused = source.readyState === CLOSED;

@@ -12,7 +12,12 @@
 // call made while the socket is not attached.
 //
 // If the socket closes, it is opened again after the back-off and attached
-// with the last seq received. Error 1001 on attach: the engine does not know
+// with the last seq received. A socket closed with 1001 (going away: the
+// engine's node shuts down) is no error: it is opened again at once (within
+// `reconnectSpread` ms), to the same URL (behind a balancer another node
+// answers; with the engine's session registry the session resumes there).
+// The engine answers every call it received before its close frame, so a
+// call still waiting then was never run: it is sent again over HTTP. Error 1001 on attach: the engine does not know
 // the session; session.js makes a new one and the socket is attached to it.
 // A socket that cannot be opened, or closes before the engine answered the
 // attach (a proxy that breaks WebSocket), makes the transport "unusable".
@@ -74,9 +79,13 @@ const HTTP_ONLY = new Set(["session.create", "session.destroy", "session.get_eve
 /** @typedef {import("./transport.js").TransportOptions & WsExtras} WsOptions */
 
 /**
- * A call on its way over the socket.
- * @typedef {{d: Deferred<unknown>, method: string, forget: () => void}} PendingCall
+ * A call on its way over the socket (`resend`: over HTTP when the engine
+ * goes away before it answered).
+ * @typedef {{d: Deferred<unknown>, method: string, params: unknown[], resend: boolean, forget: () => void}} PendingCall
  */
+
+/** The close code of an engine whose node shuts down (RFC 6455 "going away"). */
+export const GOING_AWAY = 1001;
 
 /**
  * An absolute ws:// or wss:// URL for `url` (relative to the page).
@@ -122,6 +131,8 @@ export class WsTransport extends Transport {
     this._pending = new Map();
     /** @private */
     this._nextId = 1;
+    /** @private the socket was closed with 1001 while the cycle went on */
+    this._goingAway = false;
     this._offs.push(session.on("created", (sid) => {
       // Another call made a new session: attach the socket to it.
       if (this.running && !this._cycle && this.attachedSid !== null && this.attachedSid !== sid) {
@@ -170,10 +181,10 @@ export class WsTransport extends Transport {
    * it drops the pending call (its answer, if it comes, is ignored).
    * @param {string} method
    * @param {unknown[]} [params]
-   * @param {{timeout?: number}} [options]
+   * @param {{timeout?: number, resend?: boolean}} [options]  `resend`: over HTTP if the engine goes away first (default true)
    * @returns {Deferred<unknown>}
    */
-  call(method, params = [], { timeout = this.callTimeout } = {}) {
+  call(method, params = [], { timeout = this.callTimeout, resend = true } = {}) {
     const socket = this.socket;
     if (!socket || socket.readyState !== OPEN) {
       return fail(new NetworkError(`${method}: the WebSocket is not open`));
@@ -193,7 +204,7 @@ export class WsTransport extends Transport {
         if (!d.called) d.errback(new NetworkError(`${method} timed out after ${timeout} ms`));
       }, timeout);
     }
-    this._pending.set(id, { d, method, forget });
+    this._pending.set(id, { d, method, params, resend, forget });
     log("->", id, method, params);
     try {
       socket.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
@@ -209,6 +220,7 @@ export class WsTransport extends Transport {
   /** @protected */
   _begin() {
     if (!this.running || this._cycle) return;
+    this._goingAway = false;
     let stage = "session";
     /** @type {string} */
     let sid = "";
@@ -224,7 +236,8 @@ export class WsTransport extends Transport {
         this._generation = this.dispatcher.sync();
         // The engine answers the attach first, then writes the events after
         // our last seq: the dispatcher, synced above, takes them in order.
-        return this.call("session.attach", [sid, this.dispatcher.lastSeq], { timeout: this.attachTimeout });
+        return this.call("session.attach", [sid, this.dispatcher.lastSeq],
+          { timeout: this.attachTimeout, resend: false });
       });
     this._cycle = d;
     d.addCallbacks(
@@ -242,6 +255,12 @@ export class WsTransport extends Transport {
         if (!this.running || f.check(CancelledError)) return undefined;
         if (f.check(SessionDestroyedError)) {
           this.stop();
+          return undefined;
+        }
+        if (this._goingAway) {
+          // The node shut down while the socket opened or attached: not the socket's fault.
+          this._goingAway = false;
+          this._reconnect("the engine's node went away while attaching:");
           return undefined;
         }
         if (stage === "session") {
@@ -351,16 +370,35 @@ export class WsTransport extends Transport {
    * @param {{code?: number, reason?: string} | undefined} e
    */
   _socketClosed(e) {
+    const goingAway = e?.code === GOING_AWAY;
+    const sid = this.attachedSid;
     const pending = [...this._pending.values()];
     this._pending.clear();
-    for (const { d, method, forget } of pending) {
-      forget();
-      if (!d.called) d.errback(new NetworkError(`${method}: the WebSocket closed (${e?.code ?? "?"})`));
-    }
     const wasAttached = this.attachedSid !== null;
     this._detached();
+    // (before the pending attach fails: the cycle then knows why)
+    if (goingAway && this.running && this._cycle) this._goingAway = true;
+    for (const { d, method, params, resend, forget } of pending) {
+      forget();
+      if (d.called) continue;
+      if (goingAway && resend && this.session.api) {
+        // Never run (the engine answers what it received before its close
+        // frame): sent again over HTTP, where another node answers.
+        log("sending", method, "again over HTTP: the engine's node went away");
+        this.session.api.call(method, params, { session: sid }).addCallbacks(
+          (result) => { if (!d.called) d.callback(result); return undefined; },
+          (f) => { if (!d.called) d.errback(f.value); return undefined; },
+        );
+        continue;
+      }
+      d.errback(new NetworkError(`${method}: the WebSocket closed (${e?.code ?? "?"})`));
+    }
     if (wasAttached && this.running && !this._cycle) {
       log("closed", e?.code, e?.reason);
+      if (goingAway) {
+        this._reconnect("the engine's node is going away:");
+        return;
+      }
       this._retry(new NetworkError(`the WebSocket closed (${e?.code ?? "?"}${e?.reason ? `: ${e.reason}` : ""})`));
     }
   }

@@ -16,6 +16,13 @@
 //   and hands each to the handlers of its key. The dispatcher outlives a
 //   transport, so a transport that takes over resumes after the last seq.
 // - On a network error: back-off with jitter (backoffDelay), state "retrying".
+// - When the engine lets the connection go on purpose (its node shuts down:
+//   a WebSocket closed with 1001 "going away", an SSE stream that ends with
+//   its "going-away" message), that is no error: the transport connects
+//   again at once (within `reconnectSpread` ms, at random), to the same URL:
+//   behind a balancer another node answers, and with the engine's session
+//   registry the session resumes there. A long-poll is answered `[]`, an
+//   ordinary answer, and the loop polls again.
 // - A transport that fails before it ever worked on this page emits
 //   "unusable" when `fallback` is set (automatic choice) and stops; one that
 //   worked once keeps retrying (the engine restarting is no reason to leave).
@@ -63,6 +70,7 @@ const log = logger("events");
  * @property {number} [max]        longest back-off in ms
  * @property {() => number} [random]  jitter source (tests)
  * @property {boolean} [fallback]  emit "unusable" when it fails before it ever worked
+ * @property {number} [reconnectSpread]  ms within which to connect again, at random, when the engine's node goes away (default 1000)
  */
 
 /**
@@ -228,13 +236,17 @@ export class Transport extends Emitter {
    * @param {Dispatcher} dispatcher
    * @param {TransportOptions} [options]
    */
-  constructor(session, dispatcher, { base = 500, max = 30000, random = Math.random, fallback = false } = {}) {
+  constructor(session, dispatcher, {
+    base = 500, max = 30000, random = Math.random, fallback = false, reconnectSpread = 1000,
+  } = {}) {
     super();
     this.session = session;
     this.dispatcher = dispatcher;
     this.backoff = { base, max };
     this.random = random;
     this.fallback = fallback;
+    /** ms within which to connect again when the engine's node goes away. */
+    this.reconnectSpread = reconnectSpread;
     this.running = false;
     /** @type {ConnectionState} */
     this.state = "stopped";
@@ -339,6 +351,22 @@ export class Transport extends Emitter {
     const delay = backoffDelay(this.failures, this.backoff, this.random);
     log(this.name, "failed:", error, `retry in ${delay} ms`);
     this._setState("retrying", { delay, error, failures: this.failures });
+    this._schedule(delay);
+  }
+
+  /**
+   * The engine let the connection go on purpose (its node shuts down): no
+   * failure, no back-off. Connect again at once, within `reconnectSpread`
+   * ms at random (the clients of a node that goes away do not all come
+   * back in the same instant), to the same URL.
+   * @protected
+   * @param {string} why
+   */
+  _reconnect(why) {
+    if (!this.running) return;
+    const delay = Math.round(this.random() * this.reconnectSpread);
+    log(this.name, why, `connecting again in ${delay} ms`);
+    this._setState("connecting", { delay });
     this._schedule(delay);
   }
 

@@ -17,7 +17,8 @@ from tests.services import require_program
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
-SHUTDOWN_TIMEOUT = 10            # SPEC 21's default --shutdown-timeout
+# the node's default --shutdown-timeout (SPEC 21), counted from SIGTERM
+SHUTDOWN_TIMEOUT = next(default for name, default, *_ in PARAMETERS if name == "shutdown-timeout")
 
 
 def manifests() -> dict[str, dict[str, Any]]:

@@ -51,6 +51,26 @@ export class FakeEngine {
     this.sessions.clear();
   }
 
+  /**
+   * The engine's node shuts down (SPEC 21): parked polls answer [], streams
+   * are told to go away (SSE: a "going-away" message; WebSocket: 1001); the
+   * sessions stay, for the node the clients come back to.
+   */
+  goAway() {
+    for (const s of this.sessions.values()) {
+      if (s.stream) {
+        const stream = s.stream;
+        s.stream = null;
+        stream.goAway();
+      }
+      if (s.poll) {
+        const { d } = s.poll;
+        s.poll = null;
+        this._answer(d, () => []);
+      }
+    }
+  }
+
   /** Put an event into every session subscribed to `key`. */
   push(key, ev) {
     for (const s of this.sessions.values()) {

@@ -83,6 +83,23 @@ export function fakeNetwork(engine) {
       this.cut();
     }
 
+    addEventListener(type, listener) {
+      ((this._listeners ??= new Map()).get(type) ?? this._listeners.set(type, []).get(type)).push(listener);
+    }
+
+    /** The node shuts down: a last "going-away" message, then the stream ends. */
+    goAway() {
+      if (this.closed) return;
+      later(() => {
+        if (this.closed) return;
+        const data = JSON.stringify({ code: 1001, reason: "the node is shutting down" });
+        for (const listener of this._listeners?.get("going-away") ?? []) listener({ data });
+        if (this.closed) return;
+        this.readyState = 0; // ended: the browser would reconnect by itself
+        this.onerror?.({});
+      });
+    }
+
     close() {
       this.closed = true;
       this.readyState = 2;
@@ -138,7 +155,7 @@ export function fakeNetwork(engine) {
       if (this.readyState !== 1) throw new Error("InvalidStateError: not open");
       const call = JSON.parse(text);
       this.sent.push(call);
-      if (net.ws === "drop") return;
+      if (net.ws === "drop" || this._leaving) return; // (after the close frame: not run)
       const { id, method, params } = call;
       const error = (e) => this._frame({ jsonrpc: "2.0", id, error: { code: e.code ?? -32603, message: e.message } });
       if (method === "session.attach") {
@@ -190,6 +207,12 @@ export function fakeNetwork(engine) {
 
     replaced() {
       later(() => this._closed(1000, "the session is delivered elsewhere now"));
+    }
+
+    /** The node shuts down: what was written goes first, then a close frame with 1001. */
+    goAway() {
+      this._leaving = true;
+      later(() => this._closed(1001, "the node is shutting down"));
     }
   }
 

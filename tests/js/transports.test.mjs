@@ -453,3 +453,71 @@ test("the dispatcher follows the session's generation", () => {
   assert.equal(d.sync(), 2);
   assert.equal(d.lastSeq, 0);
 });
+
+// -- the engine's node shuts down (SPEC 21): no error, back at once ------------------
+
+for (const transport of TRANSPORTS) {
+  test(`${transport}: a node that goes away is no error: back at once, nothing lost`, async () => {
+    const { engine, net, sub, h, events, states } = await setup(transport, { options: { reconnectSpread: 3 } });
+    events.start();
+    await until(() => events.state === "connected", "connected");
+    engine.push(sub.key, { action: "insert", obj: { id: 1, n: 1 } });
+    await until(() => events.lastSeq === 1, "seq 1");
+    const before = { sockets: net.sockets.length, sources: net.sources.length };
+    engine.goAway();
+    engine.push(sub.key, { action: "insert", obj: { id: 2, n: 2 } }); // queued meanwhile
+    await until(() => events.lastSeq === 2, "seq 2 after the reconnect");
+    assert.equal(events.state, "connected");
+    assert.ok(!states.some((s) => s.startsWith("retrying")), `no back-off: ${states}`);
+    assert.deepEqual(h.events.map((e) => e.seq), [1, 2], "nothing lost, nothing twice");
+    assert.equal(events.transport, transport, "the same transport");
+    if (transport === "ws") {
+      assert.equal(net.sockets.length, before.sockets + 1);
+      const attach = net.sockets.at(-1).sent.find((c) => c.method === "session.attach");
+      assert.deepEqual(attach.params, ["sid1", 1], "attached after the last seq received");
+      assert.ok(states.includes("connecting 3"), `connecting again within the spread: ${states}`);
+    } else if (transport === "sse") {
+      assert.equal(net.sources.length, before.sources + 1);
+      assert.match(net.sources.at(-1).url, /[?&]session=sid1&last_event_id=1(&|$)/);
+      assert.equal(net.sources[before.sources - 1].closed, true, "closed at its going-away message");
+      assert.ok(states.includes("connecting 3"), `connecting again within the spread: ${states}`);
+    }
+  });
+}
+
+test("ws: a call the engine had not run when it went away is sent again over HTTP", async () => {
+  const { engine, net, session, events, states } = await setup("ws", { rpc: true, options: { reconnectSpread: 3 } });
+  events.start();
+  await until(() => events.state === "connected", "connected");
+  assert.equal(engine.channel?.name, "ws", "calls go over the socket");
+  net.sockets[0].goAway(); // its close frame is on its way: calls sent now are not run
+  const user = await session.authorize("t");
+  assert.equal(user, "user-of-t");
+  const authorizations = engine.calls.filter((c) => c.method === "session.authorize");
+  assert.equal(net.sockets[0].sent.filter((c) => c.method === "session.authorize").length, 1);
+  assert.deepEqual(authorizations.map((c) => c.options.via), [undefined], "once, over HTTP");
+  await until(() => events.state === "connected" && net.sockets.length === 2, "a new socket");
+  assert.ok(!states.some((s) => s.startsWith("retrying")), `no back-off: ${states}`);
+});
+
+test("ws: a socket closed with 1001 while it attaches is opened again, not given up", async () => {
+  const { net, events, states } = await setup("auto", { options: { reconnectSpread: 3 } });
+  const Real = net.WebSocket;
+  let first = true;
+  net.WebSocket = class extends Real {
+    send(text) {
+      if (first && JSON.parse(text).method === "session.attach") {
+        first = false;
+        this.sent.push(JSON.parse(text));
+        this.goAway(); // the node shuts down as the socket attaches
+        return;
+      }
+      super.send(text);
+    }
+  };
+  events.options.ws.WebSocket = net.WebSocket;
+  events.start();
+  await until(() => events.state === "connected" && net.sockets.length === 2, "attached on a second socket");
+  assert.equal(events.transport, "ws", "no fallback to SSE");
+  assert.ok(!states.some((s) => s.startsWith("retrying")), `no back-off: ${states}`);
+});

@@ -38,6 +38,7 @@ export { backoffDelay };
  * @property {number} [base]       first back-off in ms
  * @property {number} [max]        longest back-off in ms
  * @property {() => number} [random]  jitter source (tests)
+ * @property {number} [reconnectSpread]  ms within which to connect again, at random, when the engine's node goes away (default 1000)
  * @property {boolean} [remember]  remember failed transports for the page's life (default true)
  * @property {import("./transport-ws.js").WebSocketConstructor} [WebSocket]  the WebSocket class (Node: the `ws` package); also `ws.WebSocket`
  * @property {import("./transport-sse.js").EventSourceConstructor} [EventSource]  the EventSource class (Node: the `eventsource` package); also `sse.EventSource`
@@ -79,7 +80,7 @@ export class Events extends Emitter<EventsEvents & import("./emitter.js").EventM
      * @param {Session} session
      * @param {EventsOptions} [options]
      */
-    constructor(session: Session, { transport, timeout, base, max, random, remember, WebSocket, EventSource, ws, sse, longpoll, transports, }?: EventsOptions);
+    constructor(session: Session, { transport, timeout, base, max, random, remember, reconnectSpread, WebSocket, EventSource, ws, sse, longpoll, transports, }?: EventsOptions);
     session: import("./session.js").Session;
     /** @type {TransportName | "auto"} */
     mode: TransportName | "auto";
@@ -88,6 +89,7 @@ export class Events extends Emitter<EventsEvents & import("./emitter.js").EventM
         base: number;
         max: number;
         random: () => number;
+        reconnectSpread: number;
     };
     /** @type {{ws: WsOptions, sse: SseOptions, longpoll: LongPollOptions}} */
     options: {
@@ -235,6 +237,10 @@ export type EventsOptions = {
      * jitter source (tests)
      */
     random?: (() => number) | undefined;
+    /**
+     * ms within which to connect again, at random, when the engine's node goes away (default 1000)
+     */
+    reconnectSpread?: number | undefined;
     /**
      * remember failed transports for the page's life (default true)
      */

@@ -7,6 +7,7 @@
  * @property {unknown} onopen
  * @property {unknown} onmessage
  * @property {unknown} onerror
+ * @property {(type: string, listener: (event: {data?: unknown}) => void) => void} [addEventListener]  named events ("going-away")
  */
 /**
  * An EventSource class.
@@ -92,6 +93,12 @@ export type EventSourceLike = {
     onopen: unknown;
     onmessage: unknown;
     onerror: unknown;
+    /**
+     * named events ("going-away")
+     */
+    addEventListener?: ((type: string, listener: (event: {
+        data?: unknown;
+    }) => void) => void) | undefined;
 };
 /**
  * An EventSource class.

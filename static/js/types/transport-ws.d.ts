@@ -1,4 +1,13 @@
 /**
+ * An absolute ws:// or wss:// URL for `url` (relative to the page).
+ * @param {string} url
+ * @param {string | undefined} [base]
+ * @returns {string}
+ */
+export function socketUrl(url: string, base?: string | undefined): string;
+/** The WebSocket subprotocol of the engine's JSON-RPC (offered unless `offerSubprotocol` is false). */
+export const SUBPROTOCOL: "pushengine.jsonrpc";
+/**
  * What the client uses of a WebSocket: the browser's, or the `ws` package's
  * in Node. The handlers are only ever set.
  * @typedef {object} WebSocketLike
@@ -26,18 +35,12 @@
  */
 /** @typedef {import("./transport.js").TransportOptions & WsExtras} WsOptions */
 /**
- * A call on its way over the socket.
- * @typedef {{d: Deferred<unknown>, method: string, forget: () => void}} PendingCall
+ * A call on its way over the socket (`resend`: over HTTP when the engine
+ * goes away before it answered).
+ * @typedef {{d: Deferred<unknown>, method: string, params: unknown[], resend: boolean, forget: () => void}} PendingCall
  */
-/**
- * An absolute ws:// or wss:// URL for `url` (relative to the page).
- * @param {string} url
- * @param {string | undefined} [base]
- * @returns {string}
- */
-export function socketUrl(url: string, base?: string | undefined): string;
-/** The WebSocket subprotocol of the engine's JSON-RPC (offered unless `offerSubprotocol` is false). */
-export const SUBPROTOCOL: "pushengine.jsonrpc";
+/** The close code of an engine whose node shuts down (RFC 6455 "going away"). */
+export const GOING_AWAY: 1001;
 /** WebSocket (`GET /api/ws`): events as notifications, and calls over the socket. */
 export class WsTransport extends Transport {
     /**
@@ -72,6 +75,8 @@ export class WsTransport extends Transport {
     private _pending;
     /** @private */
     private _nextId;
+    /** @private the socket was closed with 1001 while the cycle went on */
+    private _goingAway;
     /** @returns {"ws"} */
     get name(): "ws";
     /** Calls waiting for their answer on the socket. */
@@ -91,11 +96,12 @@ export class WsTransport extends Transport {
      * it drops the pending call (its answer, if it comes, is ignored).
      * @param {string} method
      * @param {unknown[]} [params]
-     * @param {{timeout?: number}} [options]
+     * @param {{timeout?: number, resend?: boolean}} [options]  `resend`: over HTTP if the engine goes away first (default true)
      * @returns {Deferred<unknown>}
      */
-    call(method: string, params?: unknown[], { timeout }?: {
+    call(method: string, params?: unknown[], { timeout, resend }?: {
         timeout?: number;
+        resend?: boolean;
     }): Deferred<unknown>;
     /**
      * The socket no longer carries a session: calls go over HTTP again.
@@ -126,6 +132,8 @@ export class WsTransport extends Transport {
      */
     private _message;
 }
+export type Session = import("./session.js").Session;
+export type Dispatcher = import("./transport.js").Dispatcher;
 /**
  * What the client uses of a WebSocket: the browser's, or the `ws` package's
  * in Node. The handlers are only ever set.
@@ -177,14 +185,15 @@ export type WsExtras = {
 };
 export type WsOptions = import("./transport.js").TransportOptions & WsExtras;
 /**
- * A call on its way over the socket.
+ * A call on its way over the socket (`resend`: over HTTP when the engine
+ * goes away before it answered).
  */
 export type PendingCall = {
     d: Deferred<unknown>;
     method: string;
+    params: unknown[];
+    resend: boolean;
     forget: () => void;
 };
-export type Session = import("./session.js").Session;
-export type Dispatcher = import("./transport.js").Dispatcher;
 import { Transport } from "./transport.js";
 import { Deferred } from "./deferred.js";

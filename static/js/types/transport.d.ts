@@ -28,6 +28,7 @@
  * @property {number} [max]        longest back-off in ms
  * @property {() => number} [random]  jitter source (tests)
  * @property {boolean} [fallback]  emit "unusable" when it fails before it ever worked
+ * @property {number} [reconnectSpread]  ms within which to connect again, at random, when the engine's node goes away (default 1000)
  */
 /**
  * The wait before retry number `attempt` (1, 2, ...): base * 2^(attempt-1),
@@ -118,7 +119,7 @@ export class Transport extends Emitter<TransportEvents & import("./emitter.js").
      * @param {Dispatcher} dispatcher
      * @param {TransportOptions} [options]
      */
-    constructor(session: Session, dispatcher: Dispatcher, { base, max, random, fallback }?: TransportOptions);
+    constructor(session: Session, dispatcher: Dispatcher, { base, max, random, fallback, reconnectSpread, }?: TransportOptions);
     session: import("./session.js").Session;
     dispatcher: Dispatcher;
     backoff: {
@@ -127,6 +128,8 @@ export class Transport extends Emitter<TransportEvents & import("./emitter.js").
     };
     random: () => number;
     fallback: boolean;
+    /** ms within which to connect again when the engine's node goes away. */
+    reconnectSpread: number;
     running: boolean;
     /** @type {ConnectionState} */
     state: ConnectionState;
@@ -180,6 +183,15 @@ export class Transport extends Emitter<TransportEvents & import("./emitter.js").
      * @param {unknown} error
      */
     protected _retry(error: unknown): void;
+    /**
+     * The engine let the connection go on purpose (its node shuts down): no
+     * failure, no back-off. Connect again at once, within `reconnectSpread`
+     * ms at random (the clients of a node that goes away do not all come
+     * back in the same instant), to the same URL.
+     * @protected
+     * @param {string} why
+     */
+    protected _reconnect(why: string): void;
     /**
      * The transport itself failed (it could not open, or closed before it
      * delivered anything). Never worked here and may fall back: "unusable".
@@ -248,6 +260,10 @@ export type TransportOptions = {
      * emit "unusable" when it fails before it ever worked
      */
     fallback?: boolean | undefined;
+    /**
+     * ms within which to connect again, at random, when the engine's node goes away (default 1000)
+     */
+    reconnectSpread?: number | undefined;
 };
 /**
  * What a Dispatcher emits: "event" for each event it delivers (after the seq
