@@ -408,3 +408,21 @@ def test_a_module_entry_allows_that_module_only():
     front = Import("pushengine.transports.sse", "pushengine.web.fastpath", "x.py", 2)
     near = Import("pushengine.transports.sse", "pushengine.web.policyx", "x.py", 3)
     assert [allowed(i, rules) for i in (ok, front, near)] == [True, False, False]
+
+
+def test_the_client_distribution_imports_nothing_of_the_engine():
+    # client/pushengine_client is installed alone (pushengine-client): its
+    # modules import the standard library, themselves and their extras'
+    # libraries (Twisted and treq, httpx), never pushengine
+    package = ROOT / "client" / "pushengine_client"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+        names = imported_names(tree, "pushengine_client." + path.stem, path.stem == "__init__")
+        allowed = {"pushengine_client", "twisted", "treq", "zope", "httpx"}
+        found += [f"{rel}:{line}: {name}" for name, line in names
+                  if name.split(".")[0] not in allowed
+                  and name.split(".")[0] not in sys.stdlib_module_names]
+    assert len(list(package.rglob("*.py"))) >= 8
+    assert found == []

@@ -1,47 +1,35 @@
-"""A backend's client of a pushengine node, over HTTP.
+"""The backend client, now the distribution ``pushengine-client``
+(client/, package ``pushengine_client``): ``pip install pushengine-client``
+alone, on the standard library, or with ``[twisted]`` / ``[asyncio]``.
+The engine's install brings it too.
 
-Two flavours with the same calls (described once in ``calls.Calls``):
-
-- ``pushengine.client.SyncClient`` (``sync.py``): blocking, on the standard
-  library's http.client, for Django, Flask, scripts and task workers;
-- ``pushengine.client.TwistedClient`` (``tx.py``): Deferreds, on treq (or a
-  treq-like client given to it), the reactor given to it.
-
-    from pushengine.client import SyncClient
-    node = SyncClient("http://127.0.0.1:8080", publish_key="...")
-    node.upsert("Stream", {"id": 1, "title": "Cats", "live": True, "public": True})
-
-Errors are ``PushengineError`` subclasses (``errors.py``); 429 and 503 are
-retried with back-off (``retry.py``). It imports nothing of the engine:
-a backend that never runs a node can use it, and the synchronous flavour
-does not import Twisted. See docs/backend.md.
+This package keeps the old names working: ``pushengine.client.SyncClient``,
+``pushengine.client.TwistedClient``, ``pushengine.client.errors`` ... are
+the objects and modules of ``pushengine_client``. See docs/backend.md.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pushengine.client.calls import BloomInfo, Segment, delete_change, upsert_change
-from pushengine.client.errors import (
-    BadInput, NotFound, PushengineError, RateLimited, Rejected, ServerError, Unauthorized,
-    Unavailable)
-from pushengine.client.retry import NO_RETRY, RetryPolicy
-from pushengine.client.sync import SyncClient
-from pushengine.client.upload import Upload
+from pushengine_client import (  # noqa: F401
+    NO_RETRY, BadInput, BloomInfo, NotFound, PushengineError, RateLimited, Rejected,
+    RetryPolicy, Segment, ServerError, SyncClient, Unauthorized, Unavailable, Upload,
+    delete_change, upsert_change)
 
 if TYPE_CHECKING:
-    from pushengine.client.tx import TwistedClient
+    from pushengine_client.aio import AsyncClient
+    from pushengine_client.tx import TwistedClient
 
 __all__ = [
-    "BadInput", "BloomInfo", "NO_RETRY", "NotFound", "PushengineError", "RateLimited",
-    "Rejected", "RetryPolicy", "Segment", "ServerError", "SyncClient", "TwistedClient",
-    "Unauthorized", "Unavailable", "Upload", "delete_change", "upsert_change",
+    "AsyncClient", "BadInput", "BloomInfo", "NO_RETRY", "NotFound", "PushengineError",
+    "RateLimited", "Rejected", "RetryPolicy", "Segment", "ServerError", "SyncClient",
+    "TwistedClient", "Unauthorized", "Unavailable", "Upload", "delete_change", "upsert_change",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    # the Twisted flavour is imported when it is asked for, so that the
-    # synchronous one never loads Twisted
-    if name == "TwistedClient":
-        from pushengine.client.tx import TwistedClient
-        return TwistedClient
+    # the Twisted and asyncio flavours load their libraries when asked for
+    if name in ("TwistedClient", "AsyncClient"):
+        import pushengine_client
+        return getattr(pushengine_client, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from pushengine.views.operators.similar import parse_settings
-from pushengine.views.similarity import Shingler, jaccard, shingler
+from pushengine.views.tokens import Shingler, jaccard, shingler
 
 
 @dataclass(frozen=True)

@@ -30,175 +30,38 @@ probability above (bench/similar.py measures it).
 """
 from __future__ import annotations
 
-import hashlib
-import re
 import struct
 import sys
-from dataclasses import dataclass
 from functools import lru_cache
-from itertools import product
-from operator import eq
-from sys import intern
-from typing import TYPE_CHECKING, Callable, Generic, Hashable, Iterable, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Hashable, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from pushengine.views import morphology
+# the standard-library half (views/tokens.py), under the names this module
+# always had
+from pushengine.views.tokens import (  # noqa: F401
+    MAX_FORMS, MAX_SHINGLE, NUM_PERM, RECALL, RECALL_AT, TOKEN_CACHE, Cache, Features,
+    Shingler, choose_bands, collision_probability, jaccard, shares_band, shingler,
+    token_hash, words)
 
 if TYPE_CHECKING:
     from datasketch import LeanMinHash
 
-# datasketch is imported when the first Scheme is made (a views file with a
-# similar view): it imports scipy, about a second of CPU that a node without
-# similar views does not pay.
+# This module needs the ``similar`` extra (numpy, datasketch): only the
+# ``similar`` operator imports it, when a views file declares a similar view
+# (views/extra.py says so first when the extra is missing). datasketch itself
+# is imported when the first Scheme is made: it imports scipy, about a second
+# of CPU.
 
-NUM_PERM = 128
 SEED = 1
 SCHEME = "affine32"
-MAX_SHINGLE = 8             # words in a shingle, at most
-MAX_FORMS = 3               # normal forms of one word kept in a stemmed shingle
 CHUNK_TOKENS = 8192         # tokens hashed in one numpy step (bounds memory)
-TOKEN_CACHE = 16_384        # texts whose token sets are kept
 FEATURE_CACHE = 8_192       # texts whose signature bands are kept
-RECALL_AT = 0.05            # bands are chosen for recall at threshold + this ...
-RECALL = 0.95               # ... of at least this
 
-_WORD = re.compile(r"[^\W_]+")      # letters and digits (\w without "_")
 _MASK = (1 << 64) - 1
 _BAND_SEED = 0x9E3779B97F4A7C15
 _BAND_MUL = 0xFF51AFD7ED558CCD
 _BIG_ENDIAN_SWAPPED = ">" if sys.byteorder == "little" else "<"
-
-
-def words(text: str) -> list[str]:
-    """The words of ``text``, lower-cased (interned: the token sets of many
-    texts share one string per word)."""
-    return [intern(w.lower()) for w in _WORD.findall(text)]
-
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class Cache(Generic[K, V]):
-    """A function of one argument with an LRU cache of its results, into
-    which a result known otherwise can be put (``remember``): the store's
-    index hands the views the tokens and bands of the objects it answers
-    with, so that their filters do not compute them again."""
-
-    def __init__(self, compute: Callable[[K], V], size: int) -> None:
-        self.compute = compute
-        self.size = size
-        self.data: dict[K, V] = {}
-
-    def __call__(self, key: K) -> V:
-        data = self.data
-        try:
-            value = data.pop(key)
-        except KeyError:
-            value = self.compute(key)
-            if len(data) >= self.size:
-                del data[next(iter(data))]
-        data[key] = value
-        return value
-
-    def remember(self, key: K, value: V) -> None:
-        data = self.data
-        if data.pop(key, None) is None and len(data) >= self.size:
-            del data[next(iter(data))]
-        data[key] = value
-
-    def cache_clear(self) -> None:
-        self.data.clear()
-
-
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """|A ∩ B| / |A ∪ B| as a double; 0 when either set is empty."""
-    if not a or not b:
-        return 0.0
-    if len(a) > len(b):
-        a, b = b, a
-    common = len(a & b)
-    return common / (len(a) + len(b) - common)
-
-
-class Shingler:
-    """Turns texts into token sets: words, or k-word shingles, optionally of
-    stemmed words. Shared, and caches the sets of the texts it saw last."""
-
-    def __init__(self, shingle: int = 1, stem: bool = False) -> None:
-        self.shingle = shingle
-        self.stem = stem
-        self.tokens = Cache(self._tokens, TOKEN_CACHE)
-
-    def __repr__(self) -> str:
-        return f"Shingler(shingle={self.shingle}, stem={self.stem})"
-
-    def _units(self, text: str) -> list[tuple[str, ...]]:
-        """Per word, the forms it stands for (one, unless stemmed)."""
-        if not self.stem:
-            return [(w,) for w in words(text)]
-        units = []
-        for w in _WORD.findall(text):
-            forms = sorted(morphology.word_forms(w))[:MAX_FORMS]
-            if forms:
-                units.append(tuple(intern(f) for f in forms))
-        return units
-
-    def count(self, text: str) -> int:
-        """How many words ``text`` has."""
-        return len(_WORD.findall(text))
-
-    def _tokens(self, text: str) -> frozenset[str]:
-        units = self._units(text)
-        k = self.shingle
-        if k == 1:
-            return frozenset(form for unit in units for form in unit)
-        if len(units) < k:
-            return frozenset()
-        found: set[str] = set()
-        for i in range(len(units) - k + 1):
-            window = units[i:i + k]
-            if all(len(u) == 1 for u in window):
-                found.add(intern(" ".join(u[0] for u in window)))
-            else:
-                found.update(intern(" ".join(p)) for p in product(*window))
-        return frozenset(found)
-
-
-@lru_cache(maxsize=None)
-def shingler(shingle: int = 1, stem: bool = False) -> Shingler:
-    """The shared Shingler of these settings."""
-    return Shingler(shingle, stem)
-
-
-_UINT32 = struct.Struct("<I").unpack_from
-
-
-@lru_cache(maxsize=1 << 18)
-def token_hash(token: str) -> int:
-    """datasketch's default 32-bit token hash, ``sha1_hash32``: the first
-    four bytes of the SHA-1 of the UTF-8 text, little-endian."""
-    value: int = _UINT32(hashlib.sha1(token.encode("utf-8", "surrogatepass")).digest())[0]
-    return value
-
-
-def collision_probability(j: float, bands: int, rows: int) -> float:
-    """The chance that two sets of Jaccard similarity ``j`` share a band."""
-    return 1.0 - (1.0 - j ** rows) ** bands
-
-
-def choose_bands(threshold: float, num_perm: int = NUM_PERM) -> tuple[int, int]:
-    """(bands, rows) for a threshold: the most rows per band (the fewest
-    false candidates to verify) that still make a pair of similarity
-    ``threshold + RECALL_AT`` a candidate with probability ``RECALL``."""
-    target = min(1.0, threshold + RECALL_AT)
-    best = (num_perm, 1)
-    for rows in range(1, num_perm // 2 + 1):
-        bands = num_perm // rows
-        if collision_probability(target, bands, rows) >= RECALL:
-            best = (bands, rows)
-    return best
 
 
 def _fmix32(h: np.ndarray) -> np.ndarray:
@@ -209,14 +72,6 @@ def _fmix32(h: np.ndarray) -> np.ndarray:
     h = h * np.uint32(0xC2B2AE35)
     mixed: np.ndarray = h ^ (h >> np.uint32(16))
     return mixed
-
-
-@dataclass(frozen=True, eq=False)
-class Features:
-    """What a text is compared by: its tokens and its signature's bands."""
-
-    tokens: frozenset[str]
-    bands: tuple[int, ...]
 
 
 class Scheme:
@@ -356,11 +211,6 @@ def scheme_for(shingle: int, stem: bool, bands: int, rows: int,
                num_perm: int = NUM_PERM, seed: int = SEED) -> Scheme:
     """The shared Scheme of these settings (its caches serve every view)."""
     return Scheme(shingler(shingle, stem), bands, rows, num_perm, seed)
-
-
-def shares_band(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    """Whether two band tuples agree in one band (LSH candidates)."""
-    return any(map(eq, a, b))
 
 
 # -- the index ---------------------------------------------------------------------------

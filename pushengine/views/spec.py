@@ -15,16 +15,19 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable, TypeGuard
 
 import yaml
+from twisted.logger import Logger
 
 from pushengine.core.topics import ANY, Pin, Topic, pin
 from pushengine.views.conditions import (
     SESSION_USER, Condition, ParamError, Predicate, ViewDefinitionError,
     bind_all, check_order, check_param, computed_fields, link_operators, parse_where, required,
     validate)
+from pushengine.views import extra
 from pushengine.views.distinct import DistinctSpec, parse_distinct
 from pushengine.views.operators.audience import SESSION_SEGMENTS, relevant_segments
 from pushengine.views.operators.base import resolve
 
+log = Logger()
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # a method name: two or more dotted parts (``stream.subscribe_live``,
 # ``qik.stream.subscribe_public_live``)
@@ -494,6 +497,8 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                                   f"{_yaml_problem(e)}") from None
     except RecursionError:
         raise ViewDefinitionError("the views file is nested too deeply") from None
+    if path is None:
+        data = _without_similar(data)
     try:
         return parse_catalog(data)
     except ViewDefinitionError:
@@ -502,6 +507,33 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         # a shape no check foresaw: still one line that says where
         raise ViewDefinitionError(f"the views file has an unexpected shape "
                                   f"({type(e).__name__}: {e})") from None
+
+
+def _uses_similar(where: object) -> bool:
+    """Whether a view's ``where`` has a ``similar`` condition (at any depth)."""
+    if isinstance(where, dict):
+        return "similar" in where or any(_uses_similar(v) for v in where.values())
+    if isinstance(where, list):
+        return any(_uses_similar(v) for v in where)
+    return False
+
+
+def _without_similar(data: Any) -> Any:
+    """The built-in views, less the ``similar`` ones when the similar extra
+    is not installed (one log line names it): the built-in views and the
+    example pages work without it. A views file of one's own that declares
+    a ``similar`` view is refused instead (operators/similar.py)."""
+    if extra.available() or not isinstance(data, dict) or not isinstance(data.get("views"), dict):
+        return data
+    views = data["views"]
+    left_out = [name for name, v in views.items()
+                if isinstance(v, dict) and _uses_similar(v.get("where"))]
+    if not left_out:
+        return data
+    log.info("Left out of the built-in views: {views} (a similar view needs the {extra} "
+             "extra: {install})", views=", ".join(left_out), extra=extra.NAME,
+             install=extra.INSTALL)
+    return {**data, "views": {k: v for k, v in views.items() if k not in left_out}}
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:

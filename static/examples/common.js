@@ -128,7 +128,7 @@ export function notice(message) {
  * Subscribe a view and wire it to the page: the empty text once the state is
  * there, errors in the notice box, and the view listed in window.pushengine.
  */
-export function mount(view, { emptyText = "Nothing here yet.", onState = null } = {}) {
+export function mount(view, { emptyText = "Nothing here yet.", onState = null, describeError = describe } = {}) {
   window.pushengine?.views.push(view);
   const container = view.container;
   if (container) container.dataset.empty = "Loading…";
@@ -143,7 +143,7 @@ export function mount(view, { emptyText = "Nothing here yet.", onState = null } 
       return sub;
     },
     (f) => {
-      notice(describe(f));
+      notice(describeError(f));
       if (container) container.dataset.empty = "Not available.";
       return undefined;
     },

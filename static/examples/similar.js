@@ -3,7 +3,20 @@
 // the engine shows carries `_similarity`, the Jaccard similarity of the two
 // titles' word sets; the card shows it and marks the words the titles share.
 import { StreamView } from "/static/js/streamview.js";
-import { connect, intParam, textParam, userHref, replaceView, showOnline } from "./common.js";
+import { RpcError } from "/static/js/pushengine.js";
+import { connect, describe, intParam, textParam, userHref, replaceView, showOnline } from "./common.js";
+
+/** The engine's words when it has no stream.subscribe_similar: installed
+ * without the `similar` extra, its built-in views leave the view out. */
+export const HOW_TO_ENABLE = "This engine serves no similar views: they need the similar extra. "
+  + "Install it with pip install 'pushengine[similar]' and restart the engine.";
+
+/** A failure to subscribe, said for this page: a missing method is the extra. */
+export function describeSimilarError(failure) {
+  const e = failure?.value ?? failure;
+  if (e instanceof RpcError && e.code === -32601) return HOW_TO_ENABLE;
+  return describe(failure);
+}
 
 /** Lower-cased words: runs of letters and digits, as the engine splits them. */
 export function words(text) {
@@ -73,6 +86,7 @@ function follow(raw) {
   view = replaceView(view, () => new SimilarStreamsView({ container, session, text, limit, userHref, userCache: users }), {
     emptyText: `No live stream has a title like “${raw.trim()}” yet. Streams like it appear here as soon as they start.`,
     onState: () => online(),
+    describeError: describeSimilarError,
   });
 }
 

@@ -19,7 +19,7 @@
 
 import { Deferred, abortable } from "./deferred.js";
 import { Emitter } from "./emitter.js";
-import { ViewList, sameValue } from "./viewlist.js";
+import { ViewList, field, sameValue } from "./viewlist.js";
 
 /** @typedef {import("./api.js").Item} Item */
 /** @typedef {import("./api.js").PushEvent} PushEvent */
@@ -44,7 +44,7 @@ import { ViewList, sameValue } from "./viewlist.js";
  * replacement node or nothing); an object equal to the one rendered
  * (`rendered`, a Map id -> object) is not updated. Returns {entered, updated}
  * node lists.
- * @template {Item} T
+ * @template {object} T
  * @param {Element} container
  * @param {T[]} items
  * @param {Map<unknown, Element>} nodes
@@ -60,7 +60,7 @@ export function reconcile(container, items, nodes, rendered, { idField = "id", m
   /** @type {Map<unknown, Element>} */
   const keep = new Map();
   for (const obj of items) {
-    const id = obj[idField];
+    const id = field(obj, idField);
     let node = nodes.get(id);
     const old = rendered.get(id);
     if (node === undefined) {
@@ -100,7 +100,7 @@ export function reconcile(container, items, nodes, rendered, { idField = "id", m
 
 /**
  * The options of a View.
- * @template {Item} [T=Item]
+ * @template {object} [T=Item]
  * @typedef {object} ViewOptions
  * @property {Element | null} [container]  where to render (none: no rendering)
  * @property {Session | null} [session]
@@ -115,7 +115,7 @@ export function reconcile(container, items, nodes, rendered, { idField = "id", m
 
 /**
  * A subscription rendered into a DOM container (or, without one, just kept).
- * @template {Item} [T=Item]
+ * @template {object} [T=Item]
  * @extends {Emitter<ViewEvents & import("./emitter.js").EventMap>}
  */
 export class View extends Emitter {

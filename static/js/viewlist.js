@@ -28,6 +28,18 @@
  */
 
 /**
+ * An object's field by name. A view's objects may be of any object type (a
+ * TypeScript interface too, which has no index signature): they are read by
+ * the field names the view is given.
+ * @param {object} obj
+ * @param {string} name
+ * @returns {unknown}
+ */
+export function field(obj, name) {
+  return /** @type {Item} */ (obj)[name];
+}
+
+/**
  * @param {unknown} v
  * @returns {number}
  */
@@ -121,7 +133,7 @@ export function makeComparator(order, idField = "id") {
 
 /**
  * The ordered, limited list of a view's objects.
- * @template {Item} [T=Item]
+ * @template {object} [T=Item]
  */
 export class ViewList {
   /**
@@ -150,7 +162,7 @@ export class ViewList {
   indexOfId(id) {
     const f = this.idField;
     for (let i = 0; i < this.items.length; i++) {
-      if (this.items[i][f] === id) return i;
+      if (field(this.items[i], f) === id) return i;
     }
     return -1;
   }
@@ -181,13 +193,13 @@ export class ViewList {
    */
   setState(list) {
     /** @type {Map<unknown, T>} */
-    const held = new Map(this.items.map((o) => [o[this.idField], o]));
+    const held = new Map(this.items.map((o) => [field(o, this.idField), o]));
     const seen = new Set();
     /** @type {T[]} */
     const items = [];
     for (const obj of list ?? []) {
       if (items.length >= this.limit) break;
-      const id = obj[this.idField];
+      const id = field(obj, this.idField);
       if (seen.has(id)) continue;
       seen.add(id);
       const old = held.get(id);
@@ -224,7 +236,7 @@ export class ViewList {
    * @returns {boolean}  whether the list changed
    */
   upsert(obj) {
-    const id = obj[this.idField];
+    const id = field(obj, this.idField);
     const old = this.indexOfId(id);
     if (old >= 0) this.items.splice(old, 1);
     let at;
@@ -262,7 +274,7 @@ export class ViewList {
     let hi = this.items.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (/** @type {(a: Item, b: Item) => number} */ (this.compare)(this.items[mid], obj) <= 0) lo = mid + 1;
+      if (/** @type {(a: Item, b: Item) => number} */ (this.compare)(/** @type {Item} */ (this.items[mid]), /** @type {Item} */ (obj)) <= 0) lo = mid + 1;
       else hi = mid;
     }
     return lo;

@@ -90,7 +90,8 @@ async function flow(signal: AbortSignal): Promise<void> {
   void [given, lastSeq, current, events.failures, events.candidates()];
 
   // views: plain, typed, without a container, and stream cards
-  interface Message extends Record<string, unknown> { id: number; text: string; channel: string }
+  // an interface (no index signature) is an object type a view accepts
+  interface Message { id: number; text: string; channel: string }
   const messages = new View<Message>({
     session, method: "session.subscribe", params: ["ChannelView", { channel: "news" }], limit: 20, order: "-id",
     renderItem: (m: Message) => { const li = document.createElement("li"); li.textContent = m.text; return li; },

@@ -22,16 +22,29 @@ the candidates of a MinHash LSH (views/similarity.py).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping
 
-import numpy as np
-
-from pushengine.views import similarity
+from pushengine.views import extra
 from pushengine.views.operators.base import (
     Condition, Move, Operator, ParamError, Predicate, Ref, StoreIndex, ViewDefinitionError,
     bad_param, parse_operand, register, resolve)
-from pushengine.views.similarity import (
-    Features, Scheme, SimilarityIndex, choose_bands, jaccard, scheme_for, shares_band)
+from pushengine.views.tokens import (
+    MAX_SHINGLE, Features, choose_bands, jaccard, shares_band, shingler, words)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pushengine.views.similarity import Scheme
+
+# numpy and datasketch (the ``similar`` extra, views/extra.py) are imported
+# through views/similarity.py when the first Scheme is made: a views file
+# without a similar view never loads them.
+
+
+def scheme_for(shingle: int, stem: bool, bands: int, rows: int) -> Scheme:
+    """The shared Scheme of these settings (views/similarity.py)."""
+    from pushengine.views.similarity import scheme_for as shared
+    return shared(shingle, stem, bands, rows)
 
 MAX_TEXT = 1024          # characters in a text parameter (as any string param)
 SIMILARITY = "_similarity"
@@ -67,10 +80,10 @@ def parse_settings(spec: object, view: str, what: str,
             f"not {str(spec['threshold'])[:50]}")
     shingle = spec.get("shingle", 1)
     if isinstance(shingle, bool) or not isinstance(shingle, int) \
-            or not 1 <= shingle <= similarity.MAX_SHINGLE:
+            or not 1 <= shingle <= MAX_SHINGLE:
         raise ViewDefinitionError(
             f"{view}: '{what}': 'shingle' must be a number of words from 1 to "
-            f"{similarity.MAX_SHINGLE}")
+            f"{MAX_SHINGLE}")
     stem = spec.get("stem", False)
     if not isinstance(stem, bool):
         raise ViewDefinitionError(f"{view}: '{what}': 'stem' must be true or false")
@@ -109,6 +122,7 @@ class SimilarStoreIndex:
     def __init__(self, field: str, scheme: Scheme) -> None:
         self.field = field
         self.scheme = scheme
+        from pushengine.views.similarity import SimilarityIndex
         self.lsh = SimilarityIndex(scheme)
         self.objects: dict[Hashable, dict] = {}      # the indexed ones (they have a text)
         self.tokens: dict[Hashable, frozenset[str]] = {}
@@ -286,6 +300,8 @@ class Similar(Operator):
 
     # -- the views file ------------------------------------------------------------------
     def parse(self, field: str | None, spec: object, view: str) -> Condition:
+        if not extra.available():
+            raise ViewDefinitionError(extra.refusal(view))
         field, threshold, shingle, stem = parse_settings(
             spec, view, "similar", ("field", "text", "threshold"))
         assert isinstance(spec, dict)               # parse_settings says so
@@ -327,13 +343,13 @@ class Similar(Operator):
             raise bad_param(name, "a text with at least one word")
         if len(value) > MAX_TEXT:
             raise bad_param(name, f"a text of at most {MAX_TEXT} characters")
-        found = similarity.words(value)
+        found = words(value)
         if not found:
             raise bad_param(name, "a text with at least one word (letters or digits)")
         # bound as its words, lower-cased: "Cats, playing!" and "cats playing"
         # are one view (one key, one query)
         normal = " ".join(found)
-        return normal if similarity.words(normal) == found else value
+        return normal if words(normal) == found else value
 
     def validate(self, condition: Condition, values: dict[str, Any]) -> None:
         text = condition.operand.text
@@ -343,7 +359,7 @@ class Similar(Operator):
     @staticmethod
     def _fits(operand: SimilarOperand, text: str, name: str) -> None:
         """A text must have as many words as a shingle, and some tokens."""
-        count = similarity.shingler().count(text)
+        count = shingler().count(text)
         if count < operand.shingle:
             raise ParamError(f"parameter {name!r} must have at least {operand.shingle} "
                              f"words (the view compares {operand.shingle}-word shingles); "

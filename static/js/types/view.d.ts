@@ -19,7 +19,7 @@
  * replacement node or nothing); an object equal to the one rendered
  * (`rendered`, a Map id -> object) is not updated. Returns {entered, updated}
  * node lists.
- * @template {Item} T
+ * @template {object} T
  * @param {Element} container
  * @param {T[]} items
  * @param {Map<unknown, Element>} nodes
@@ -27,7 +27,7 @@
  * @param {{idField?: string, make: (obj: T) => Element, update: (node: Element, obj: T, old: T) => Element | void | undefined}} options
  * @returns {{entered: Element[], updated: Element[]}}
  */
-export function reconcile<T extends Item>(container: Element, items: T[], nodes: Map<unknown, Element>, rendered: Map<unknown, T>, { idField, make, update }: {
+export function reconcile<T extends object>(container: Element, items: T[], nodes: Map<unknown, Element>, rendered: Map<unknown, T>, { idField, make, update }: {
     idField?: string;
     make: (obj: T) => Element;
     update: (node: Element, obj: T, old: T) => Element | void | undefined;
@@ -43,7 +43,7 @@ export function reconcile<T extends Item>(container: Element, items: T[], nodes:
 export function flash(node: Element, cls: string): void;
 /**
  * The options of a View.
- * @template {Item} [T=Item]
+ * @template {object} [T=Item]
  * @typedef {object} ViewOptions
  * @property {Element | null} [container]  where to render (none: no rendering)
  * @property {Session | null} [session]
@@ -57,10 +57,10 @@ export function flash(node: Element, cls: string): void;
  */
 /**
  * A subscription rendered into a DOM container (or, without one, just kept).
- * @template {Item} [T=Item]
+ * @template {object} [T=Item]
  * @extends {Emitter<ViewEvents & import("./emitter.js").EventMap>}
  */
-export class View<T extends Item = import("./api.js").Item> extends Emitter<ViewEvents & import("./emitter.js").EventMap> {
+export class View<T extends object = import("./api.js").Item> extends Emitter<ViewEvents & import("./emitter.js").EventMap> {
     /** @param {ViewOptions<T>} [options] */
     constructor({ container, session, method, params, limit, order, idField, renderItem, updateItem, }?: ViewOptions<T>);
     container: Element | null;
@@ -173,7 +173,7 @@ export type ViewEvents = {
 /**
  * The options of a View.
  */
-export type ViewOptions<T extends Item = import("./api.js").Item> = {
+export type ViewOptions<T extends object = import("./api.js").Item> = {
     /**
      * where to render (none: no rendering)
      */

@@ -1,3 +1,18 @@
+/** @typedef {import("./api.js").Item} Item */
+/** @typedef {import("./api.js").PushEvent} PushEvent */
+/**
+ * An order: "-created_at", "a,-b", ["a", "-b"], or a comparator.
+ * @typedef {string | string[] | ((a: Item, b: Item) => number)} Order
+ */
+/**
+ * An object's field by name. A view's objects may be of any object type (a
+ * TypeScript interface too, which has no index signature): they are read by
+ * the field names the view is given.
+ * @param {object} obj
+ * @param {string} name
+ * @returns {unknown}
+ */
+export function field(obj: object, name: string): unknown;
 /**
  * Compare two field values: null/undefined < booleans < numbers < strings < others.
  * @param {unknown} a
@@ -32,9 +47,9 @@ export function parseOrder(order: string | string[]): {
 export function makeComparator(order: Order | null | undefined, idField?: string): ((a: Item, b: Item) => number) | null;
 /**
  * The ordered, limited list of a view's objects.
- * @template {Item} [T=Item]
+ * @template {object} [T=Item]
  */
-export class ViewList<T extends Item = import("./api.js").Item> {
+export class ViewList<T extends object = import("./api.js").Item> {
     /**
      * @param {object} [options]
      * @param {Order | null} [options.order]  view order; without one,
