@@ -52,7 +52,7 @@ from pushengine.core.errors import (
 from pushengine.core.events import RawJSON, RawUTF8
 from pushengine.core.interfaces import Waiting
 from pushengine.core.timings import Timings
-from pushengine.core.tracing import Attribute, Span, Tracer, active
+from pushengine.core.tracing import NO_SPAN, Span, Tracer, active
 
 log = Logger()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -289,6 +289,8 @@ class Dispatcher:
         if tracer is not None:
             span = self._span(tracer, call, name, method, params, caller)
             previous = tracer.enter(span)
+            if span is NO_SPAN:
+                span = None             # sampled out: answered as without a tracer
         try:
             try:
                 if method is not None and method.shortcut is not None \
@@ -331,15 +333,19 @@ class Dispatcher:
         traceparent = call.get("traceparent")
         if type(traceparent) is not str:
             traceparent = caller.traceparent if caller is not None else None
-        attributes: dict[str, Attribute] = {"rpc.system": "jsonrpc", "rpc.method": name[:100]}
+        span = tracer.start(name if method is not None else UNKNOWN_METHOD, None, traceparent,
+                            "server")
+        if not span.is_recording():
+            return span                 # sampled out: nothing more to say
+        span.set_attribute("rpc.system", "jsonrpc")
+        span.set_attribute("rpc.method", name[:100])
         if method is not None and method.names and method.names[0] == "sid":
             sid = params[0] if type(params) is list and params else \
                 params.get("sid") if type(params) is dict else None
             hashed = session_hash(sid)
             if hashed is not None:
-                attributes["pushengine.session"] = hashed
-        return tracer.start(name if method is not None else UNKNOWN_METHOD, attributes,
-                            traceparent, kind="server")
+                span.set_attribute("pushengine.session", hashed)
+        return span
 
     def _span_done(self, span: Span, name: str, result: Any) -> None:
         """A call's span, answered with ``result``."""

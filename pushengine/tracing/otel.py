@@ -24,13 +24,14 @@ What a client sends cannot grow a span: a ``traceparent`` longer than
 ignored (the span starts a trace), span names are cut at ``MAX_NAME``
 characters, string attributes at ``MAX_ATTRIBUTE`` (``SpanLimits``), a span
 holds at most ``MAX_ATTRIBUTES``; the batch queue holds at most
-``MAX_QUEUE`` ended spans and drops the oldest beyond (counted in
-``dropped``, logged at most once a minute).
+``MAX_QUEUE`` ended spans and drops the oldest beyond (the SDK logs it; its
+warnings reach the node's log at most once a minute each: ``_SdkLog``).
 """
 from __future__ import annotations
 
 import logging
 import time
+from random import getrandbits as _bits
 from typing import Any, Callable, Mapping, cast
 
 from opentelemetry import trace
@@ -63,14 +64,11 @@ _LIMIT = TraceIdRatioBased.TRACE_ID_LIMIT
 
 
 class _PresetIds(RandomIdGenerator):
-    """The SDK's random ids, but a root's trace id may be drawn first
-    (``draw``, judged by the tracer) and then used by the SDK (``preset``)."""
+    """The SDK's random ids, but a root's trace id may be drawn first (by
+    the tracer, which judged it) and then taken by the SDK (``preset``)."""
 
     def __init__(self) -> None:
         self.preset = 0
-
-    def draw(self) -> int:
-        return super().generate_trace_id()
 
     def generate_trace_id(self) -> int:
         trace_id, self.preset = self.preset, 0
@@ -90,7 +88,6 @@ class OtelTracer:
         self._bound = TraceIdRatioBased.get_bound_for_rate(ratio)
         self._propagator = TraceContextTextMapPropagator()
         self._current: Span | None = None
-        self.dropped = 0            # spans the full queue dropped (``_SdkLog``)
 
     @property
     def enabled(self) -> bool:
@@ -107,15 +104,17 @@ class OtelTracer:
                 context = trace.set_span_in_context(NonRecordingSpan(parent))
         if context is None:
             current = self._current
-            if current is NO_SPAN:
-                return NO_SPAN              # inside a span sampled out
-            if current is not None:
-                context = trace.set_span_in_context(cast(trace.Span, current))
-            else:
-                trace_id = self._ids.draw()
-                if trace_id & _LIMIT >= self._bound:
+            if current is None:
+                # a root: TraceIdRatioBased's rule on the trace id's low 64
+                # bits, drawn first; the SDK then takes the same id
+                low = _bits(64)
+                if low >= self._bound:
                     return NO_SPAN          # a root the ratio leaves out
-                self._ids.preset = trace_id
+                self._ids.preset = (_bits(64) << 64) | low or 1 << 64
+            elif current is NO_SPAN:
+                return NO_SPAN              # inside a span sampled out
+            else:
+                context = trace.set_span_in_context(cast(trace.Span, current))
         span: Span = self._tracer.start_span(name[:MAX_NAME], context,
                                              _KINDS.get(kind, SpanKind.INTERNAL),
                                              cast(Any, attributes))
@@ -189,33 +188,30 @@ def build_tracer(endpoint: str | None, ratio: float, node_id: str,
         provider.add_span_processor(processor(exporter))
     tracer = OtelTracer(provider, ids, ratio)
     if call_from_thread is not None:
-        _SdkLog.install(tracer, call_from_thread)
+        _SdkLog.install(call_from_thread)
     return tracer
 
 
 class _SdkLog(logging.Handler):
     """The SDK's own log (an export failed, the queue is full) into the
-    node's, from whichever thread, at most once per message a minute; the
-    spans the full queue dropped are counted on the tracer."""
+    node's, from whichever thread (through the reactor), at most once per
+    message a minute."""
 
-    def __init__(self, tracer: OtelTracer, call_from_thread: Callable[..., Any]) -> None:
+    def __init__(self, call_from_thread: Callable[..., Any]) -> None:
         super().__init__(logging.WARNING)
-        self.tracer = tracer
         self.call_from_thread = call_from_thread
         self.last: dict[str, float] = {}
 
     @classmethod
-    def install(cls, tracer: OtelTracer, call_from_thread: Callable[..., Any]) -> None:
+    def install(cls, call_from_thread: Callable[..., Any]) -> None:
         sdk = logging.getLogger("opentelemetry")
         for old in [h for h in sdk.handlers if isinstance(h, cls)]:
             sdk.removeHandler(old)
-        sdk.addHandler(cls(tracer, call_from_thread))
+        sdk.addHandler(cls(call_from_thread))
         sdk.propagate = False
 
     def emit(self, record: logging.LogRecord) -> None:
         template = str(record.msg)
-        if template.startswith("Queue full"):
-            self.tracer.dropped += 1
         now = time.monotonic()
         if now - self.last.get(template, -LOG_EVERY) < LOG_EVERY:
             return

@@ -432,3 +432,22 @@ def test_an_endpoint_without_the_otel_extra_names_the_extra(monkeypatch) -> None
     with pytest.raises(usage.UsageError, match=r"install the otel extra, pip install "
                                                r"'pushengine\[otel\]'"):
         options("--otlp-endpoint", ENDPOINT)
+
+
+# -- the SDK's own log -------------------------------------------------------------------
+
+def test_the_sdks_warnings_reach_the_log_once_a_minute_each() -> None:
+    import logging
+    said: list[dict] = []
+
+    def call_from_thread(f: Any, format: str, **kwargs: Any) -> None:
+        said.append(kwargs)
+
+    build_tracer(None, 1.0, "n", exporter=InMemorySpanExporter(),
+                 processor=SimpleSpanProcessor, call_from_thread=call_from_thread)
+    exporter = logging.getLogger("opentelemetry.exporter.otlp.proto.http")
+    for delay in (0.5, 1.0, 2.0):
+        exporter.warning("Transient error %s encountered, retrying in %.2fs.", "refused", delay)
+    logging.getLogger("opentelemetry.sdk.trace").error("Failed to export %s batch", "spans")
+    assert [k["text"] for k in said] == ["Transient error refused encountered, retrying in 0.50s.",
+                                         "Failed to export spans batch"]
