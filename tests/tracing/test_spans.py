@@ -451,3 +451,15 @@ def test_the_sdks_warnings_reach_the_log_once_a_minute_each() -> None:
     logging.getLogger("opentelemetry.sdk.trace").error("Failed to export %s batch", "spans")
     assert [k["text"] for k in said] == ["Transient error refused encountered, retrying in 0.50s.",
                                          "Failed to export spans batch"]
+
+
+def test_a_websocket_upgraded_by_twisted_web_carries_its_traceparent() -> None:
+    from twisted.web.test.requesthelper import DummyRequest
+    node = TracedNode()
+    request = DummyRequest([b"api", b"ws"])
+    request.requestHeaders.addRawHeader(b"traceparent", SAMPLED.encode())
+    channel = object()
+    caller = node.policy.request_caller(request, channel)
+    assert caller.channel is channel and caller.traceparent == SAMPLED
+    fast = node.policy.channel_caller("127.0.0.1", {b"traceparent": [SAMPLED.encode()]}, channel)
+    assert fast.channel is channel and fast.traceparent == SAMPLED
