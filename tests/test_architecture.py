@@ -76,11 +76,14 @@ RULES: dict[str, set[str]] = {
     # publishes to is given by app/ (app/cdc.py), never imported here; the
     # rows of similar views are kept in the in-process store, with its LSH
     "postgres": {"core", "views", "stores.memory"},
+    # traces: the core's Tracer on OpenTelemetry (the otel extra), the one
+    # part that imports it; the root's __version__ names the instrumentation
+    "tracing": {"pushengine", "core"},
     # the composition root: builds everything, so it may import everything
     # but the backend client library
     "app": {"pushengine", "core", "views", "segments", "cluster", "api", "bloom", "admin",
             "web", "transports", "amqp", "feeds", "memcache", "redis", "stores",
-            "webhooks", "metrics", "postgres", "tools"},
+            "webhooks", "metrics", "postgres", "tracing", "tools"},
     # console scripts and the demo producer. Not app: app/service.py starts
     # tools/demo.py for --demo, so tools importing app would tie the two.
     "tools": {"core", "views", "amqp", "client", "postgres"},

@@ -67,6 +67,8 @@ DEFAULTS = {
     "drain-delay": 0.0,
     "shutdown-timeout": 10.0,
     "log-format": "text",
+    "otlp-endpoint": None,
+    "trace-sample": 0.01,
 }
 
 
@@ -196,17 +198,27 @@ def test_environment_names() -> None:
                                                 "namespace", "http", "webhook-url",
                                                 "webhook-secret", "admin-key",
                                                 "amqp-routing", "feed-url", "amqp-format",
-                                                "log-format")])
+                                                "log-format", "otlp-endpoint")])
 def test_every_string_option_reads_its_variable(name: str) -> None:
     value = "tcp:1234" if name == "port" else "value-1"
     assert parse(environ={env_name(name): value})[name] == value
 
 
-@pytest.mark.parametrize("name", [n for n, _, _, parse in PARAMETERS if parse is not None])
+@pytest.mark.parametrize("name", [n for n, _, _, parse in PARAMETERS
+                                  if parse is not None and n != "trace-sample"])
 def test_every_number_option_reads_its_variable(name: str) -> None:
     options = parse(environ={env_name(name): "7"})
     kind = float if DEFAULTS[name] is None else type(DEFAULTS[name])   # none unless given
     assert options[name] == 7 and type(options[name]) is kind
+
+
+def test_the_tracing_options_read_their_variables() -> None:
+    options = parse(environ={"PUSHENGINE_OTLP_ENDPOINT": "https://collector:4318/v1/traces",
+                             "PUSHENGINE_TRACE_SAMPLE": "0.5"})
+    assert options["otlp-endpoint"] == "https://collector:4318/v1/traces"
+    assert options["trace-sample"] == 0.5
+    with pytest.raises(usage.UsageError, match="--trace-sample must be a number from 0 to 1"):
+        parse(environ={"PUSHENGINE_TRACE_SAMPLE": "7"})
 
 
 @pytest.mark.parametrize("value", ["", "0", "false", "no", "off"])

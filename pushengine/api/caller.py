@@ -19,3 +19,6 @@ class Caller:
     # a connection that can carry the session's events itself (a WebSocket):
     # session.create and session.attach attach it to the session
     channel: Any = None
+    # the W3C ``traceparent`` the request carried (a WebSocket's: its upgrade
+    # request's), read only when the node exports traces (``--otlp-endpoint``)
+    traceparent: str | None = None

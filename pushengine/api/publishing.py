@@ -6,6 +6,13 @@ request with an ``Origin``). The body is decoded by the one strict decoder;
 a body with any bad change publishes nothing and names every bad change.
 ``Publisher.handle`` answers a ``PublishAnswer`` (status, JSON value,
 headers) or a Deferred of it; the edge serves it on both HTTP fronts.
+
+With a tracer (``core.tracing``) a request is a ``publish`` span, the child
+of the caller's ``traceparent``, with the changes' number
+(``pushengine.changes``) and the answer's status
+(``http.response.status_code``); it is the current span while the feed
+takes the changes, so that the in-process feed's application of them
+(``changes.apply``) is its child.
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ from twisted.python.failure import Failure
 from pushengine.api.caller import Caller
 from pushengine.core.changes import MalformedChange, changes_from_json, decode_json
 from pushengine.core.interfaces import ChangeFeed, FeedUnavailable
+from pushengine.core.tracing import Span, Tracer, active
 
 log = Logger()
 
@@ -33,8 +41,9 @@ class PublishAnswer(NamedTuple):
 
 class Publisher:
     def __init__(self, feed: ChangeFeed, id_fields: dict[str, str] | None = None,
-                 publish_key: str | None = None) -> None:
+                 publish_key: str | None = None, tracer: Tracer | None = None) -> None:
         self.feed = feed
+        self.tracer = active(tracer)
         self.id_fields = id_fields or {}
         self.publish_key = publish_key
 
@@ -60,6 +69,33 @@ class Publisher:
 
     def handle(self, body: bytes | None,
                caller: Caller) -> PublishAnswer | Deferred[PublishAnswer]:
+        tracer = self.tracer
+        if tracer is None:
+            return self._handle(body, caller)
+        span = tracer.start("publish", {"http.route": "/api/publish"}, caller.traceparent,
+                            kind="server")
+        previous = tracer.enter(span)
+        try:
+            answer = self._handle(body, caller, span)
+        finally:
+            tracer.leave(previous)
+        if isinstance(answer, PublishAnswer):
+            return self._traced(answer, span)
+        return answer.addCallback(self._traced, span)
+
+    def _traced(self, answer: PublishAnswer, span: Span) -> PublishAnswer:
+        """The span of a request answered ``answer`` ends."""
+        if span.is_recording():
+            span.set_attribute("http.response.status_code", answer.status)
+            if answer.status >= 400:
+                assert self.tracer is not None
+                error = answer.body.get("error")
+                self.tracer.failed(span, error if isinstance(error, str) else "refused")
+        span.end()
+        return answer
+
+    def _handle(self, body: bytes | None, caller: Caller,
+                span: Span | None = None) -> PublishAnswer | Deferred[PublishAnswer]:
         refused = self.refusal(caller)
         if refused is not None:
             return refused
@@ -74,6 +110,8 @@ class Publisher:
             return PublishAnswer(400, {"error": "malformed change", "details": errors[:20]}, {})
         if not changes:
             return PublishAnswer(400, {"error": "no changes in the body"}, {})
+        if span is not None:
+            span.set_attribute("pushengine.changes", len(changes))
         d = maybeDeferred(self.feed.publish, changes)
 
         def published(count: int) -> PublishAnswer:

@@ -18,9 +18,23 @@ levels, strings at most ``max_string`` characters, lists at most
 the calls it fully checks itself. A caller that passes its call rate gets
 error 1007 for every call, and the answer has status 429 with the seconds
 to wait.
+
+With a tracer (``core.tracing``: ``--otlp-endpoint``) each call that runs
+is a span named after its method (``unknown method`` for a name the node
+does not have), from its dispatch to its answer, and the current span while
+it runs (an initial-state read it starts is its child). Its parent is the
+call object's own ``traceparent`` member when it has a string one, else
+the ``traceparent`` its transport read (``Caller.traceparent``: an HTTP
+request's header, a WebSocket's upgrade request's). Its attributes:
+``rpc.system`` (``jsonrpc``), ``rpc.method``, ``pushengine.session`` (a
+hash of the session id the call names or ``session.create`` answers, never
+the id) and, for a call that fails, ``rpc.jsonrpc.error_code`` and
+``rpc.jsonrpc.error_message``. A call its client went away from, a request
+that is no call and a request refused for the rate make none.
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import math
@@ -38,6 +52,7 @@ from pushengine.core.errors import (
 from pushengine.core.events import RawJSON, RawUTF8
 from pushengine.core.interfaces import Waiting
 from pushengine.core.timings import Timings
+from pushengine.core.tracing import NO_SPAN, Span, Tracer, active
 
 log = Logger()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -51,6 +66,17 @@ _ID_LIMIT = strictjson.MAX_SAFE_INTEGER
 # it once, and returns something with ``cancel``) or with None (a call that
 # waits returns a Deferred)
 Shortcut = Callable[[list[Any], Any], Union[Callable[[Any], Any], None]]
+
+
+def session_hash(sid: Any) -> str | None:
+    """What a span says of a session id: 16 hex digits of its BLAKE2b hash
+    (the same on every node; the id, a bearer of the session, never leaves)."""
+    if type(sid) is not str or not sid or len(sid) > MAX_STRING:
+        return None
+    return hashlib.blake2b(sid.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+UNKNOWN_METHOD = "unknown method"      # the span name of a call to a method the node lacks
 
 
 def encode(value: Any) -> str:
@@ -174,18 +200,21 @@ class Dispatcher:
                  on_error: Callable[[int], None] | None = None,
                  admit: Callable[[Caller | None, int], float] | None = None,
                  timings: Timings | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 tracer: Tracer | None = None) -> None:
         """``admit(caller, calls)`` → seconds to wait (0: go ahead) is asked
         once per request with the number of calls in it. ``timings``: each
         call's time by method name, from its dispatch to its answer (a call
         that waits, such as a parked poll, until it answers), read from
-        ``clock``; a call cancelled (its client went away) is not counted."""
+        ``clock``; a call cancelled (its client went away) is not counted.
+        ``tracer``: a span per call (the module docstring)."""
         self.methods = methods
         self.max_batch = max_batch
         self.on_error: Callable[[int], None] = on_error or (lambda code: None)
         self.admit = admit
         self.timings = timings if clock is not None else None
         self.clock: Callable[[], float] = clock or (lambda: 0.0)
+        self.tracer = active(tracer)
 
     @overload
     def handle(self, body: bytes, caller: Caller | None = None) -> Answered: ...
@@ -255,34 +284,76 @@ class Dispatcher:
         params = call.get("params")
         method = self.methods.get(name)
         start = self.clock() if self.timings is not None else None
+        tracer = self.tracer
+        span: Span | None = None
+        if tracer is not None:
+            span = self._span(tracer, call, name, method, params, caller)
+            previous = tracer.enter(span)
+            if span is NO_SPAN:
+                span = None             # sampled out: answered as without a tracer
         try:
-            if method is not None and method.shortcut is not None and type(params) is list \
-                    and (run := method.shortcut(params, caller)) is not None:
-                # the params fully checked by the method itself
-                if then is None:
-                    result = run(None)
+            try:
+                if method is not None and method.shortcut is not None \
+                        and type(params) is list \
+                        and (run := method.shortcut(params, caller)) is not None:
+                    # the params fully checked by the method itself
+                    if then is None:
+                        result = run(None)
+                    else:
+                        result = run(partial(self._answer_to, then, name, id_, modern,
+                                             notification, start, span))
+                        if type(result) is not RawUTF8 and not isinstance(result, Deferred):
+                            waiting: Waiting = result   # waits, and answers through then
+                            return waiting
                 else:
-                    result = run(partial(self._answer_to, then, name, id_, modern,
-                                         notification, start))
-                    if type(result) is not RawUTF8 and not isinstance(result, Deferred):
-                        waiting: Waiting = result   # waits, and answers through then
-                        return waiting
-            else:
-                result = self._run(method, name, params, caller)
-        except Exception:
-            return self._failed(Failure(), name, id_, modern, notification, start)
+                    result = self._run(method, name, params, caller)
+            except Exception:
+                return self._failed(Failure(), name, id_, modern, notification, start, span)
+        finally:
+            if tracer is not None:
+                tracer.leave(previous)
         # (Deferred is an abc.Awaitable: isinstance is slow, and mostly False)
         if type(result) is not RawUTF8 and isinstance(result, Deferred):
             if then is not None:
                 waits: Deferred[Any] = result
                 return waits.addCallbacks(
-                    partial(self._answer_to, then, name, id_, modern, notification, start),
+                    partial(self._answer_to, then, name, id_, modern, notification, start,
+                            span),
                     self._reply_failed,
-                    errbackArgs=(then, name, id_, modern, notification, start))
-            return result.addCallbacks(self._answered, self._failed,
-                                       callbackArgs=(name, id_, modern, notification, start),
-                                       errbackArgs=(name, id_, modern, notification, start))
-        return self._answered(result, name, id_, modern, notification, start)
+                    errbackArgs=(then, name, id_, modern, notification, start, span))
+            return result.addCallbacks(
+                self._answered, self._failed,
+                callbackArgs=(name, id_, modern, notification, start, span),
+                errbackArgs=(name, id_, modern, notification, start, span))
+        return self._answered(result, name, id_, modern, notification, start, span)
+
+    def _span(self, tracer: Tracer, call: dict[str, Any], name: str, method: Method | None,
+              params: Any, caller: Caller | None) -> Span:
+        """The span of a call (the module docstring), begun."""
+        traceparent = call.get("traceparent")
+        if type(traceparent) is not str:
+            traceparent = caller.traceparent if caller is not None else None
+        span = tracer.start(name if method is not None else UNKNOWN_METHOD, None, traceparent,
+                            "server")
+        if not span.is_recording():
+            return span                 # sampled out: nothing more to say
+        span.set_attribute("rpc.system", "jsonrpc")
+        span.set_attribute("rpc.method", name[:100])
+        if method is not None and method.names and method.names[0] == "sid":
+            sid = params[0] if type(params) is list and params else \
+                params.get("sid") if type(params) is dict else None
+            hashed = session_hash(sid)
+            if hashed is not None:
+                span.set_attribute("pushengine.session", hashed)
+        return span
+
+    def _span_done(self, span: Span, name: str, result: Any) -> None:
+        """A call's span, answered with ``result``."""
+        if type(result) is str and name.endswith("session.create") and span.is_recording():
+            hashed = session_hash(result)
+            if hashed is not None:
+                span.set_attribute("pushengine.session", hashed)
+        span.end()
 
     def _timed(self, name: str, start: float) -> None:
         """A call that began at ``start`` is answered now."""
@@ -302,13 +373,17 @@ class Dispatcher:
         return method.call(params, caller)
 
     def _answered(self, result: Any, name: str, id_: Any, modern: bool,
-                  notification: bool, start: float | None = None) -> RpcAnswer:
+                  notification: bool, start: float | None = None,
+                  span: Span | None = None) -> RpcAnswer:
         """A result framed as the call's answer (``_frame``); a timed call
-        (``start``) is counted with its framing."""
-        if start is None:
+        (``start``) is counted with its framing, a traced one's ``span`` ends."""
+        if start is None and span is None:
             return self._frame(result, name, id_, modern, notification)
         answer = self._frame(result, name, id_, modern, notification)
-        self._timed(name, start)
+        if start is not None:
+            self._timed(name, start)
+        if span is not None:
+            self._span_done(span, name, result)
         return answer
 
     def _frame(self, result: Any, name: str, id_: Any, modern: bool,
@@ -340,20 +415,21 @@ class Dispatcher:
 
     def _answer_to(self, then: Callable[[RpcAnswer], object], name: str, id_: Any,
                    modern: bool, notification: bool, start: float | None,
-                   result: Any) -> None:
+                   span: Span | None, result: Any) -> None:
         """The answer of a call that waits with ``then`` (``handle``), framed
         and handed to ``then``: the reply a prepared call is given, or the
         one callback on the Deferred another call returns."""
-        then(self._answered(result, name, id_, modern, notification, start))
+        then(self._answered(result, name, id_, modern, notification, start, span))
 
     def _reply_failed(self, f: Failure, then: Callable[[RpcAnswer], object], name: str,
                       id_: Any, modern: bool, notification: bool,
-                      start: float | None = None) -> None:
+                      start: float | None = None, span: Span | None = None) -> None:
         if not f.check(CancelledError):
-            then(self._failed(f, name, id_, modern, notification, start))
+            then(self._failed(f, name, id_, modern, notification, start, span))
 
     def _failed(self, f: Failure, name: str, id_: Any, modern: bool,
-                notification: bool, start: float | None = None) -> RpcAnswer:
+                notification: bool, start: float | None = None,
+                span: Span | None = None) -> RpcAnswer:
         """The error answer of a call that failed: its own ApiError, or a
         logged "internal error" that tells nothing; NOTHING when nothing is
         to be sent (the client went away, or the call was a notification).
@@ -367,12 +443,23 @@ class Dispatcher:
         else:
             log.failure("method {m} failed", f, m=name)
             error = ApiError("internal error")
+        if span is not None:
+            self._span_failed(span, error)
         if notification:
             return NOTHING
         body = self._error_text(error, id_, modern)
         if isinstance(error, RateLimited):
             return RpcAnswer(body, 429, error.retry_after)
         return RpcAnswer(body)
+
+    def _span_failed(self, span: Span, error: ApiError) -> None:
+        """A call's span, answered with ``error``."""
+        if span.is_recording():
+            span.set_attribute("rpc.jsonrpc.error_code", error.code)
+            span.set_attribute("rpc.jsonrpc.error_message", error.message[:200])
+            assert self.tracer is not None
+            self.tracer.failed(span, error.message[:200])
+        span.end()
 
     # -- whole requests -----------------------------------------------------------------
     def _refuse(self, request: Any, error: RateLimited) -> RpcAnswer:

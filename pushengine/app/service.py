@@ -10,6 +10,7 @@ from typing import Any, Callable, cast
 
 from twisted.application import service, strports
 from twisted.application.internet import TimerService
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python import usage
@@ -31,6 +32,7 @@ from pushengine.core.topics import NO_INTEREST
 from pushengine.core.limits import CallRate
 from pushengine.core.timings import (
     CALL_BUCKETS, DELIVERY_BUCKETS, INITIAL_STATE_BUCKETS, Timings)
+from pushengine.core.tracing import NO_TRACER, Tracer
 from pushengine.memcache import MemcacheClient, build_cache
 from pushengine.memcache.online import OnlineCounter
 from pushengine.api.publishing import Publisher
@@ -76,6 +78,22 @@ def timer(interval: float, body: Callable[[], object], clock: IReactorTime) -> T
     t = TimerService(interval, safe)
     t.clock = clock
     return t
+
+
+class TracerService(service.Service):
+    """Sends the spans that wait and stops the exporter's thread when the
+    node stops, in a thread of the reactor's pool (an export may take
+    seconds: the reactor goes on meanwhile)."""
+
+    def __init__(self, tracer: Any, reactor: Any) -> None:
+        self.tracer = tracer
+        self.reactor = reactor
+
+    def stopService(self) -> Deferred[Any] | None:
+        super().stopService()
+        from twisted.internet.threads import deferToThreadPool
+        d = deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.tracer.shutdown)
+        return d.addErrback(lambda f: log.failure("stopping the traces' exporter failed", f))
 
 
 class _ClientFigures:
@@ -130,13 +148,15 @@ class Node:
         # initial-state time per store, a change's time to each transport
         self.initial_timings = Timings("store", INITIAL_STATE_BUCKETS, STORE_KINDS)
         self.delivery_timings = Timings("transport", DELIVERY_BUCKETS, TRANSPORTS)
+        # spans of calls, initial-state reads and changes (--otlp-endpoint)
+        self.tracer = self._tracer()
         self.engine = build_engine(reactor, self.catalog, self.store, SessionSettings(
             session_timeout=options["session-timeout"], max_timeout=options["max-timeout"],
             max_sessions=options["max-sessions"], max_subscriptions=options["max-subscriptions"],
             max_queue=options["max-queue"],
             max_client_sessions=options["max-client-sessions"]), seen=self.seen, hooks=self.hooks,
             interest=self.interest, initial_timings=self.initial_timings,
-            delivery_timings=self.delivery_timings)
+            delivery_timings=self.delivery_timings, tracer=self.tracer)
         self.online = self._online()
         self.cluster = self._cluster()
         self.poller = LongPolling(self.engine.sessions, reactor)
@@ -177,7 +197,8 @@ class Node:
         self.call_timings = Timings("method", CALL_BUCKETS, methods)
         self.dispatcher = Dispatcher(methods, max_batch=options["max-batch"],
                                      on_error=self._count_error, admit=self._admit,
-                                     timings=self.call_timings, clock=reactor.seconds)
+                                     timings=self.call_timings, clock=reactor.seconds,
+                                     tracer=self.tracer)
         self.sources["feed"] = self.feed
         self.sources["clients"] = _ClientFigures(self.call_rate, self.engine.sessions.per_client)
         self.collector = metrics.EngineCollector(
@@ -194,8 +215,10 @@ class Node:
                                  options["cors-origin"],
                                  ClientAddresses(options["trusted-proxies"]),
                                  options["max-body"], options["max-segment-body"],
-                                 options["body-timeout"], options["max-client-connections"])
-        self.publisher = Publisher(self.feed, self.catalog.id_fields, options["publish-key"])
+                                 options["body-timeout"], options["max-client-connections"],
+                                 traces=self.tracer.enabled)
+        self.publisher = Publisher(self.feed, self.catalog.id_fields, options["publish-key"],
+                                   tracer=self.tracer)
         from pushengine.web.segments import SegmentsResource
         self.segment_uploads = SegmentsResource(self.segments, self.policy, self.publisher,
                                                 reactor, options["segment-min"])
@@ -237,6 +260,21 @@ class Node:
             from pushengine.web.admin import AdminPage
             routes.append(Route.get("/admin/", AdminPage().serve, branch=True))
         return routes
+
+    def _tracer(self) -> Tracer:
+        """With ``--otlp-endpoint``: the OpenTelemetry tracer (``tracing/``,
+        the ``otel`` extra), sampling ``--trace-sample`` of the traces that
+        start here; without it a no-op, and OpenTelemetry is not imported."""
+        endpoint = self.options.get("otlp-endpoint")
+        if not endpoint:
+            return NO_TRACER
+        try:
+            from pushengine.tracing.otel import build_tracer
+        except ImportError as e:
+            from pushengine.app.tap import missing_tracing
+            raise usage.UsageError(missing_tracing(e.name)) from None
+        return build_tracer(endpoint, self.options["trace-sample"], self.options["node-id"],
+                            call_from_thread=getattr(self.reactor, "callFromThread", None))
 
     def _bloom(self) -> None:
         """Scalable Bloom filters (SPEC section 14), in Redis with --redis
@@ -542,6 +580,8 @@ class Node:
             from pushengine.postgres.store import StoreService
             StoreService(self.sources["postgres"], self._refuse).setServiceParent(self.services)
         FeedService(self.feed, self.sink).setServiceParent(self.services)
+        if self.tracer.enabled:
+            TracerService(self.tracer, reactor).setServiceParent(self.services)
         self.listener = strports.service(options["port"], self.http_factory(), reactor=reactor)
         self.listener.setServiceParent(self.services)
         # SIGTERM, SIGINT: the node lets its clients go, then its services stop

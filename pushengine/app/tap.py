@@ -108,6 +108,13 @@ PARAMETERS: list[tuple[str, Any, str, Any]] = [
     ("log-format", "text", "The log's lines: text (twistd's) or json (one JSON object per "
      "line: time, level, namespace, message and the event's fields), written where "
      "--logfile says.", None),
+    ("otlp-endpoint", None, "Export spans (OpenTelemetry) of JSON-RPC calls, initial-state "
+     "reads and change applications over OTLP/HTTP to this URL, e.g. "
+     "http://collector:4318/v1/traces (needs the otel extra: pip install "
+     "'pushengine[otel]'; docs/api.md, Traces).", None),
+    ("trace-sample", 0.01, "With --otlp-endpoint: the share (0 to 1) of the traces that start "
+     "on this node which are sampled; a request's traceparent decides for its own trace.",
+     float),
     ("admin-key", None, "Open /admin/ and the admin.* methods to whoever gives this key "
      "(at least 16 characters; closed without it). Prefer PUSHENGINE_ADMIN_KEY: a command "
      "line is visible to every user of the machine.", None),
@@ -218,6 +225,15 @@ class Options(usage.Options):
             raise usage.UsageError("--webhook-url must be an http(s):// URL")
         if self["webhook-secret"] and not self["webhook-url"]:
             raise usage.UsageError("--webhook-secret needs --webhook-url")
+        if not (0.0 <= self["trace-sample"] <= 1.0):
+            raise usage.UsageError("--trace-sample must be a number from 0 to 1")
+        if self["otlp-endpoint"] is not None:
+            if not re.match(r"^https?://[^/\s]+", self["otlp-endpoint"]):
+                raise usage.UsageError("--otlp-endpoint must be an http(s):// URL, e.g. "
+                                       "http://collector:4318/v1/traces")
+            missing = tracing_missing()
+            if missing is not None:
+                raise usage.UsageError(missing_tracing(missing))
         if self["webhook-queue"] < 1:
             raise usage.UsageError("--webhook-queue must be at least 1")
         if self["admin-key"] is not None and (len(self["admin-key"]) < 16
@@ -239,6 +255,26 @@ class Options(usage.Options):
         if self["namespace"] is not None and not NAMESPACE.match(self["namespace"]):
             raise usage.UsageError("--namespace must be a name such as qik (letters, digits "
                                    "and _, not starting with a digit; dots between parts)")
+
+
+def tracing_missing() -> str | None:
+    """The module of the ``otel`` extra that is not installed, or None."""
+    from importlib.util import find_spec
+    for module in ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http"):
+        try:
+            if find_spec(module) is None:
+                return module
+        except ImportError:
+            return module
+    return None
+
+
+def missing_tracing(module: str | None) -> str:
+    """The usage error of ``--otlp-endpoint`` on an install without the
+    ``otel`` extra."""
+    return (f"--otlp-endpoint needs OpenTelemetry, which is not installed "
+            f"({module or 'opentelemetry'} is missing): install the otel extra, "
+            f"pip install 'pushengine[otel]'")
 
 
 def tune_gc() -> None:

@@ -15,6 +15,7 @@ from pushengine.core.changes import Change
 from pushengine.core.hooks import Hooks
 from pushengine.core.sessions import SessionManager, SessionSettings
 from pushengine.core.interfaces import TypeCatalog, ViewSource
+from pushengine.core.tracing import Tracer, active
 
 log = Logger()
 
@@ -32,26 +33,38 @@ class EngineCounters:
 class Engine:
     def __init__(self, clock: IReactorTime, catalog: TypeCatalog, store: Any,
                  registry: ViewSource, settings: SessionSettings | None = None,
-                 hooks: Hooks | None = None) -> None:
+                 hooks: Hooks | None = None, tracer: Tracer | None = None) -> None:
         """``registry`` holds the live views over ``store``
         (``pushengine.views.registry.ViewRegistry``; built with the engine by
         ``pushengine.app.engine.build_engine``, which has it answer the polls
         its resets wake through ``sessions.flush``); ``hooks``: the node's
-        session hooks (``core.hooks``), given to the session manager."""
+        session hooks (``core.hooks``), given to the session manager;
+        ``tracer``: a span per batch of changes applied (``apply_changes``)."""
         self.clock = clock
         self.catalog = catalog
         self.store = store
         self.registry = registry
         self.sessions = SessionManager(clock, self.registry, settings, hooks)
         self.counters = EngineCounters()
+        self.tracer = active(tracer)
 
     # -- ChangeSink --------------------------------------------------------
     def apply_changes(self, changes: Sequence[Change]) -> None:
         """Apply changes in order, then answer the polls they woke. A change
         of a type that no view uses (nor the views file declares) is counted
         and dropped: nothing would ever read it back. The time from here to
-        each delivery's events is counted (``SessionManager.flush``)."""
+        each delivery's events is counted (``SessionManager.flush``).
+        With a tracer the batch is a span (``_apply_traced``)."""
+        if self.tracer is not None:
+            self._apply_traced(changes, self.tracer)
+            return
         arrived = self.clock.seconds()
+        self._apply(changes)
+        self.sessions.flush(arrived)
+
+    def _apply(self, changes: Sequence[Change]) -> tuple[Sequence[Change], int]:
+        """Apply the changes of types some view uses to the store and the
+        views: (those changes, the queries they reached)."""
         types = self.catalog.types
         if any(c.type not in types for c in changes):
             kept = [c for c in changes if c.type in types]
@@ -61,15 +74,40 @@ class Engine:
             self.store.apply_changes(changes)
         except Exception:
             log.failure("the store failed to apply changes")
+        reached = 0
         for change in changes:
             try:
-                self.registry.apply(change)
+                reached += self.registry.apply(change) or 0
             except Exception:
                 self.counters.change_errors += 1
                 log.failure("applying {type} {id} failed", type=change.type, id=change.id)
         self.counters.changes_in += len(changes)
         self.counters.last_change_at = self.clock.seconds()
-        self.sessions.flush(arrived)
+        return changes, reached
+
+    def _apply_traced(self, changes: Sequence[Change], tracer: Tracer) -> None:
+        """``apply_changes`` as a span from the batch's arrival to the last
+        delivery it woke written: the child of the call that published it
+        (``POST /api/publish`` on the in-process feed), else a trace's root.
+        Its attributes: the types, the number of changes (and of those
+        dropped), the queries they reached, the sessions that got events."""
+        span = tracer.start("changes.apply", kind="consumer")
+        previous = tracer.enter(span)
+        try:
+            arrived = self.clock.seconds()
+            applied, reached = self._apply(changes)
+            woken = len(self.sessions.dirty)
+            self.sessions.flush(arrived)
+            if span.is_recording():
+                span.set_attribute("pushengine.change.types",
+                                   ",".join(sorted({c.type for c in applied}))[:200])
+                span.set_attribute("pushengine.changes", len(applied))
+                span.set_attribute("pushengine.changes.dropped", len(changes) - len(applied))
+                span.set_attribute("pushengine.queries", reached)
+                span.set_attribute("pushengine.sessions", woken)
+        finally:
+            tracer.leave(previous)
+            span.end()
 
     def feed_gap(self) -> None:
         """Changes were missed: re-read every view and reset what changed."""

@@ -118,8 +118,9 @@ class ViewSource(Protocol):
     def close(self, window: Any) -> None:
         """A subscriber left ``window``; the last one frees it."""
 
-    def apply(self, change: Change) -> None:
-        """Apply one change to every query it concerns."""
+    def apply(self, change: Change) -> int | None:
+        """Apply one change to every query it concerns; how many it reached
+        (the engine's trace says it; None: not counted)."""
 
     def reload(self) -> Deferred:
         """Re-read every query from its store; fire with the number reset."""

@@ -19,6 +19,7 @@ from pushengine.core.changes import UPSERT, Change
 from pushengine.core.interfaces import Interest, ObjectStore
 from pushengine.core.positions import State
 from pushengine.core.timings import Timings
+from pushengine.core.tracing import Span, Tracer, active
 from pushengine.core.topics import NO_INTEREST, Topic
 from pushengine.views.once import Gate, MemorySeen, SeenFilter
 from pushengine.views.query import Query, make_query
@@ -77,7 +78,8 @@ class ViewRegistry:
                  on_reset: Callable[[], None] | None = None,
                  interest: Interest | None = None,
                  timings: Timings | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 tracer: Tracer | None = None) -> None:
         """``schedule(f)`` runs ``f`` soon, outside the change being applied
         (the engine passes ``clock.callLater(0, f)``); it re-reads queries that
         ran short of a partial answer. ``on_reset`` is called after windows
@@ -87,8 +89,10 @@ class ViewRegistry:
         confirmed, before its initial state is read, so that no change
         falls between the store's answer and the first change delivered.
         ``timings``: each subscription's initial-state time (``open`` to its
-        window), read from ``clock``, labelled with the store's ``kind``."""
+        window), read from ``clock``, labelled with the store's ``kind``.
+        ``tracer``: a span per read of the store (``_read``)."""
         self.catalog = catalog
+        self.tracer = active(tracer)
         self.timings = timings if clock is not None else None
         self.clock: Callable[[], float] = clock or (lambda: 0.0)
         self.store_kind: str = getattr(store, "kind", "other")
@@ -235,10 +239,29 @@ class ViewRegistry:
         WAL wait for it (``_read_done`` gives them back)."""
         reads, held = self._reading.get(query, (0, []))
         self._reading[query] = (reads + 1, held)
+        tracer = self.tracer
+        if tracer is not None:
+            # the child of the call that subscribed, when it reads at once
+            span = tracer.start("view.initial_state", {
+                "pushengine.view": query.bound.spec.name, "pushengine.store": self.store_kind,
+                "pushengine.limit": size})
         d = maybeDeferred(self.store.query, query.bound.spec, query.bound.values, size)
         if query.gate is not None:
             d.addCallback(query.gate.screen, query)
+        if tracer is not None:
+            d.addBoth(self._read_traced, span)
         return d
+
+    def _read_traced(self, result: object, span: Span) -> object:
+        """A read's span ends with its rows (or as failed); ``result`` goes on."""
+        if span.is_recording():
+            if isinstance(result, Failure):
+                assert self.tracer is not None
+                self.tracer.failed(span, f"the store failed: {type(result.value).__name__}")
+            elif isinstance(result, list):
+                span.set_attribute("pushengine.rows", len(result))
+        span.end()
+        return result
 
     def _read_done(self, query: Query) -> list[Change]:
         """One read of ``query`` is in: the WAL changes held meanwhile (kept
@@ -328,9 +351,10 @@ class ViewRegistry:
             self.held_indexes.pop(type_, None)
 
     # -- changes -------------------------------------------------------------
-    def apply(self, change: Change) -> None:
+    def apply(self, change: Change) -> int:
+        """Apply ``change`` to every query it may concern; their number."""
         if change.type not in self.catalog.by_type:
-            return
+            return 0
         ident = (change.type, change.id)
         holders = self.holders.get(ident)
         candidates = set(holders) if holders else set()
@@ -360,6 +384,7 @@ class ViewRegistry:
             if xid is not None and query.saw(xid):
                 continue
             self._apply_to(query, change)
+        return len(candidates)
 
     def _apply_to(self, query: Query, change: Change) -> None:
         """Apply one change to one query and keep ``holders`` right."""

@@ -15,7 +15,8 @@ no, for the fast front (``fastpath.py``), the twisted.web renderer
   an ``Origin`` is no page's.
 - **Who the caller is**: the client's address through ``--trusted-proxies``
   (``clients.py``), whether it is loopback, its Bearer token, whether a page
-  sent it.
+  sent it, and, when the node exports traces (``traces``), the W3C
+  ``traceparent`` header the dispatcher and the publisher continue.
 - **The body limits**: ``--max-body``, and ``--max-segment-body`` for a
   segment upload (``POST /api/segments/NAME``).
 - **The error shapes**: a JSON-RPC error for ``/api/jsonrpc``
@@ -49,6 +50,8 @@ JSON = b"application/json"
 RPC_PATH = b"/api/jsonrpc"
 KEY_HEADER = b"x-api-key"
 SEGMENT_UPLOADS = b"/api/segments/"
+TRACEPARENT = b"traceparent"
+MAX_TRACEPARENT = 512    # a longer traceparent header is not read (version 00: 55 bytes)
 KEY_REQUIRED = "a valid API key is required (apikey or X-Api-Key)"
 FOREIGN_ORIGIN = "this origin may not open a stream"
 REASONS = {200: b"OK", 204: b"No Content", 400: b"Bad Request", 401: b"Unauthorized",
@@ -210,8 +213,14 @@ class HttpPolicy:
     def __init__(self, api_keys: ApiKeys | None = None, cors_origin: str | None = None,
                  clients: ClientAddresses | None = None, max_body: int = 1 << 20,
                  max_segment_body: int | None = None, body_timeout: float | None = None,
-                 max_client_connections: int = 0) -> None:
+                 max_client_connections: int = 0, traces: bool = False) -> None:
+        """``traces``: the node exports traces, so a request's ``traceparent``
+        goes with its caller (without them it is not read at all)."""
         self.api_keys = api_keys or ApiKeys()
+        self.traces = traces
+        if traces:
+            # a request with a traceparent has a caller of its own
+            self.caller_headers = CALLER_HEADERS | {TRACEPARENT}
         self.body_timeout = body_timeout or None
         self.connections = ConnectionCount(max_client_connections)
         self.cors_origin = cors_origin or None
@@ -252,7 +261,10 @@ class HttpPolicy:
     def caller(self, peer: str, headers: Mapping[bytes, list[bytes]]) -> Caller:
         """The caller of a request with ``headers`` (lower-case names) from
         the TCP peer ``peer``."""
-        return self.clients.caller(peer, headers.get)
+        caller = self.clients.caller(peer, headers.get)
+        if self.traces:
+            return _with_traceparent(caller, headers.get(TRACEPARENT))
+        return caller
 
     # -- limits -------------------------------------------------------------------------
     def upload(self, method: bytes, path: bytes) -> bool:
@@ -305,10 +317,13 @@ class HttpPolicy:
         that carries a session's events itself (a WebSocket)."""
         host = getattr(request.getClientAddress(), "host", None) or ""
         caller = self.clients.caller(host, request.requestHeaders.getRawHeaders)
+        if self.traces:
+            caller = _with_traceparent(caller,
+                                       request.requestHeaders.getRawHeaders(TRACEPARENT))
         if channel is None:
             return caller
         return Caller(caller.address, caller.loopback, caller.bearer, caller.from_page,
-                      channel)
+                      channel, caller.traceparent)
 
     def request_key_allowed(self, request: WebRequest) -> bool:
         return self.key_allowed(query_of(request.uri), first(request, KEY_HEADER))
@@ -340,7 +355,7 @@ class HttpPolicy:
         connection carries a session's events itself (a WebSocket)."""
         caller = self.caller(peer, headers)
         return Caller(caller.address, caller.loopback, caller.bearer, caller.from_page,
-                      channel)
+                      channel, caller.traceparent)
 
     @staticmethod
     def stream_answer(request: WebRequest, status: int, code: int | str,
@@ -358,3 +373,12 @@ class HttpPolicy:
         request.setHeader(b"content-type", JSON)
         return body
 
+
+def _with_traceparent(caller: Caller, values: Sequence[bytes] | None) -> Caller:
+    """``caller`` with the request's one ``traceparent`` header, if it has
+    exactly one of at most ``MAX_TRACEPARENT`` bytes (its syntax is the
+    tracer's to judge: a bad one is ignored there)."""
+    if not values or len(values) != 1 or len(values[0]) > MAX_TRACEPARENT:
+        return caller
+    return Caller(caller.address, caller.loopback, caller.bearer, caller.from_page,
+                  caller.channel, values[0].decode("latin-1"))

@@ -46,7 +46,8 @@ def test_hadolint_is_clean() -> None:
 def test_the_essentials() -> None:
     words = [word for word, _ in instructions()]
     assert instructions()[0] == ("FROM", "python:3.11-slim")
-    assert "pip install /src" in first("RUN")                    # the README's install
+    # the README's install, with the traces' extra
+    assert 'pip install "/src[otel]"' in first("RUN")
     user = first("USER")
     assert user.split(":")[0] not in ("root", "0") and user.split(":")[0].isdigit()
     assert words.index("USER") > words.index("RUN")              # installs as root, runs not
