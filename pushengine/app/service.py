@@ -239,7 +239,8 @@ class Node:
         # the fast front hands these streams' connections to their transport
         routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream",
                                  stream=sse.stream),
-                  Route.resource("/api/ws", ws, ("GET",), shape="stream", stream=ws.stream),
+                  Route.resource("/api/ws", ws, ("GET",), shape="stream", stream=ws.stream,
+                                 websocket=True),
                   Route.resource("/api/segments", self.segment_uploads, shape="stream"),
                   Route.resource("/api/segments/", self.segment_uploads, branch=True,
                                  shape="stream"),
