@@ -112,7 +112,7 @@ class Presence(SessionHooksBase):
         self.last_heartbeat = clock.seconds()
         self.joins = self.leaves = self.errors = 0
 
-    def _held(self, sid: Any, then: Callable[[Session], Any]) -> Any:
+    def _held(self, sid: Any, then: Callable[[Session], Any], *, caller: Any = None) -> Any:
         return then(self.sessions.get(sid))
 
     # -- hooks ---------------------------------------------------------------------
@@ -276,9 +276,9 @@ class Presence(SessionHooksBase):
 
     # -- JSON-RPC ------------------------------------------------------------------------
     def methods(self) -> dict[str, Method]:
-        return {"presence.list": Method(self.presence_list)}
+        return {"presence.list": Method(self.presence_list, caller_keyword=True)}
 
-    def presence_list(self, sid: Any, key: Any) -> Any:
+    def presence_list(self, sid: Any, key: Any, *, caller: Any = None) -> Any:
         if not isinstance(key, str):
             raise BadParams("key must be a subscription key (a string)")
 
@@ -293,7 +293,7 @@ class Presence(SessionHooksBase):
                 raise NoPresence(f"the view {bound.query_key.partition('(')[0]} does not "
                                  f"declare presence: true")
             return self.users(bound.query_key)
-        return self.with_session(sid, listed)
+        return self.with_session(sid, listed, caller=caller)
 
     def stats(self) -> dict[str, int]:
         return {"rooms": len(self.local), "watched_rooms": len(self.watchers),
