@@ -97,8 +97,9 @@ class NotFound(PushengineError):
 class Rejected(PushengineError):
     """A valid call the state refuses: a Bloom filter's ``item exists``,
     ``not found`` or ``non scaling filter is full`` (1010), a limit reached
-    (1004), ``presence.list`` of a view without ``presence: true`` (1013). Also the value in the place of an item a full filter refused in
-    the answer of ``bf_madd`` / ``bf_insert``."""
+    (1004), ``presence.list`` of a view without ``presence: true`` (1013).
+    Also the value in the place of an item a full filter refused in the
+    answer of ``bf_madd`` / ``bf_insert``."""
 
 
 class RateLimited(PushengineError):

@@ -194,10 +194,11 @@ def test_hooks_hear_of_the_deauthorization(node):
 def test_presence_of_a_personal_view_is_1003_after_exp(tmp_path):
     views = tmp_path / "views.yaml"
     # presence is opt-in per view (SPEC section 16): both views declare it
-    views.write_text(VIEWS.replace("    order: id\n  PublicView", "    order: id\n    presence: true\n"
-                                   "  PublicView").replace("where: {public: true}\n    order: id",
-                                                         "where: {public: true}\n    order: id"
-                                                         "\n    presence: true"))
+    declared = VIEWS.replace("    order: id\n  PublicView",
+                             "    order: id\n    presence: true\n  PublicView")
+    declared = declared.replace("where: {public: true}\n    order: id",
+                                "where: {public: true}\n    order: id\n    presence: true")
+    views.write_text(declared)
     node = ClockNode("--views", str(views), "--secret", SECRET, "--session-timeout", "3600")
     node.http = Http(node.web.resource())
     node.rpc = Rpc(node.http)

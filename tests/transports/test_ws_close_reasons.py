@@ -19,8 +19,7 @@ from wsproto.frame_protocol import FrameProtocol, Opcode
 from pushengine.core.limits import CallRate
 from pushengine.transports.deflate import ServerDeflate
 from pushengine.transports.heartbeat import Heartbeat
-from pushengine.transports.websocket import REFUSALS, WsConnection
-CLOSE_REASONS = {1000: "the session is delivered elsewhere now", 1001: "idle: no session and no pong", 1002: "protocol error", 1007: "invalid frame payload: text must be UTF-8", 1008: "calls keep coming over the call rate", 1009: "the message is too big", 1011: "internal error"}
+from pushengine.transports.websocket import CLOSE_REASONS, REFUSALS, WsConnection
 from tests.http.harness import ClockNode, Raw
 from tests.transports.test_websocket_budget import Dispatcher, Request, client_frames
 from tests.transports.test_ws_raw import upgrade
@@ -31,7 +30,8 @@ def masked(opcode: int, payload: bytes, fin: bool = True, rsv1: bool = False) ->
     mask = b"\x01\x02\x03\x04"
     first = (0x80 if fin else 0) | (0x40 if rsv1 else 0) | opcode
     n = len(payload)
-    head = bytes((first, 0x80 | n)) if n < 126 else bytes((first, 0x80 | 126)) + n.to_bytes(2, "big")
+    head = bytes((first, 0x80 | n)) if n < 126 \
+        else bytes((first, 0x80 | 126)) + n.to_bytes(2, "big")
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
