@@ -97,8 +97,9 @@ class NotFound(PushengineError):
 class Rejected(PushengineError):
     """A valid call the state refuses: a Bloom filter's ``item exists``,
     ``not found`` or ``non scaling filter is full`` (1010), a limit reached
-    (1004). Also the value in the place of an item a full filter refused in
-    the answer of ``bf_madd`` / ``bf_insert``."""
+    (1004), ``presence.list`` of a view without ``presence: true`` (1013).
+    Also the value in the place of an item a full filter refused in the
+    answer of ``bf_madd`` / ``bf_insert``."""
 
 
 class RateLimited(PushengineError):
@@ -128,7 +129,7 @@ _RPC_KINDS: dict[int, type[PushengineError]] = {
     -32700: BadInput, -32600: BadInput, -32602: BadInput, -32601: NotFound,
     -32603: ServerError, 1001: NotFound, 1002: NotFound, 1003: Unauthorized,
     1004: Rejected, 1005: NotFound, 1007: RateLimited, 1010: Rejected, 1011: Unavailable,
-    1012: Unavailable,
+    1012: Unavailable, 1013: Rejected,
 }
 
 

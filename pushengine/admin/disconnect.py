@@ -16,12 +16,24 @@ replayed later, or a message that waited that long in a queue: ending
 sessions the user opened since would be wrong), and within the window each
 message id is applied once (a copy published again at once). Nodes' clocks
 must agree to well within the window (NTP).
+
+Once, also across a restart of the receiving node (SPEC section 22): with
+``--redis`` the ids a node applied are kept in Redis (``SeenIds``: one key
+per node and id, set only if absent, expiring when the message leaves its
+window), so a node that restarts still refuses a copy it applied before.
+Without Redis (or while Redis cannot answer) a node refuses every message
+sent before it started: it cannot know whether it applied it, and every
+session it holds is newer than its start (without Redis no session moves
+to it from another node), so such a message has nothing to end here that
+its sender meant. The ids remembered in memory are bounded (``MAX_SEEN``):
+one forgotten within its window raises that floor to its time, so it is
+not applied again either.
 """
 from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.interfaces import IReactorTime
@@ -40,15 +52,29 @@ log = Logger()
 REPLAY_WINDOW = 600.0
 # message ids remembered to refuse a copy within the window (bounded)
 MAX_SEEN = 10_000
+# the longest message id taken (a node's are 16 characters)
+MAX_ID = 64
+
+
+class SeenIds(Protocol):
+    """Where a node keeps the ids of the disconnects it applied, beyond its
+    own life (``pushengine.redis.replay.RedisSeenIds`` with ``--redis``)."""
+
+    def first(self, message_id: str, keep: float) -> Deferred[bool]:
+        """Remember ``message_id`` for ``keep`` seconds: True when it was not
+        remembered already (this node applies it now), False when it was."""
 
 
 class Disconnector:
     """Ends a user's sessions on this node, and tells the other nodes to."""
 
     def __init__(self, sessions: SessionManager, hooks: Hooks, feed: ChangeFeed,
-                 clock: IReactorTime, key: bytes, node_id: str) -> None:
+                 clock: IReactorTime, key: bytes, node_id: str,
+                 seen: SeenIds | None = None) -> None:
         """``hooks``: the node's session hooks (told of each session ended);
-        ``key``: the admin key, which signs the messages."""
+        ``key``: the admin key, which signs the messages; ``seen``: where
+        the ids applied are kept across restarts (Redis; None: in memory
+        only, and messages sent before this node started are refused)."""
         self.sessions = sessions
         self.hooks = hooks
         self.feed = feed
@@ -59,7 +85,11 @@ class Disconnector:
         self.received = 0         # genuine messages of other nodes
         self.forged = 0           # messages whose signature did not verify
         self.replayed = 0         # genuine messages seen before or out of their window
-        self._seen: OrderedDict[str, float] = OrderedDict()
+        self._seen: OrderedDict[str, float] = OrderedDict()   # id -> when it was sent
+        self.started = clock.seconds()
+        self.shared = seen
+        self._floor = float("-inf")   # the latest time of an id forgotten within its window
+        self._said_unshared = False
 
     def here(self, user: Any) -> int:
         """End every session of ``user`` this node holds; how many."""
@@ -103,29 +133,62 @@ class Disconnector:
                 continue
             if obj.get("origin") == self.node_id:
                 continue          # this node ended them when it was asked
-            if not self._fresh(obj):
-                self.replayed += 1
-                continue
-            self.received += 1
-            self.here(obj.get("user"))
+            fresh = self._fresh(obj)
+            if isinstance(fresh, Deferred):
+                fresh.addCallback(self._decided, obj.get("user")).addErrback(
+                    lambda f: log.failure("applying a disconnect failed", f))
+            else:
+                self._decided(fresh, obj.get("user"))
 
-    def _fresh(self, obj: dict) -> bool:
-        """A message within its window and not seen before (then remembered)."""
+    def _decided(self, fresh: bool, user: Any) -> None:
+        if not fresh:
+            self.replayed += 1
+            return
+        self.received += 1
+        self.here(user)
+
+    def _fresh(self, obj: dict) -> bool | Deferred[bool]:
+        """Whether to apply a genuine message (then remembered): within its
+        window and not applied before, by this node in this life, nor, with
+        the shared ids, before a restart."""
         now = self.clock.seconds()
         sent = obj.get("time")
         message_id = obj.get("id")
         if isinstance(sent, bool) or not isinstance(sent, (int, float)) \
-                or not isinstance(message_id, str) or abs(now - sent) > REPLAY_WINDOW:
+                or not isinstance(message_id, str) or not 0 < len(message_id) <= MAX_ID \
+                or not abs(now - sent) <= REPLAY_WINDOW:
             return False
+        sent = float(sent)
         while self._seen:                     # forget what left the window
             oldest, at = next(iter(self._seen.items()))
-            if now - at <= REPLAY_WINDOW and len(self._seen) < MAX_SEEN:
+            if now - at > REPLAY_WINDOW:
+                del self._seen[oldest]
+            elif len(self._seen) >= MAX_SEEN:
+                # forgotten within its window: nothing sent by then is taken
+                del self._seen[oldest]
+                self._floor = max(self._floor, at)
+            else:
                 break
-            del self._seen[oldest]
-        if message_id in self._seen:
+        if message_id in self._seen or sent <= self._floor:
             return False
-        self._seen[message_id] = float(sent)
-        return True
+        known_here = sent >= self.started     # else: perhaps applied before a restart
+        self._seen[message_id] = sent
+        if self.shared is None:
+            return known_here
+        keep = sent + REPLAY_WINDOW - now + 1.0
+
+        def unshared(failure: Failure) -> bool:
+            if not self._said_unshared:
+                self._said_unshared = True
+                log.warn("the ids of applied disconnects cannot be read from Redis "
+                         "({e}): messages sent before this node started are refused "
+                         "meanwhile", e=failure.getErrorMessage())
+            return known_here
+
+        def shared(first: bool) -> bool:
+            self._said_unshared = False
+            return bool(first)
+        return self.shared.first(message_id, keep).addCallbacks(shared, unshared)
 
     def stats(self) -> dict[str, int]:
         """Counters for /metrics."""

@@ -173,12 +173,12 @@ class AdminMethods:
     def subscribe(self, caller: object, sid: object, key: object = None) -> object:
         self.key.check(caller, key)
         hub = self._hub()
-        return self.api.with_session(sid, hub.subscribe)
+        return self.api.with_session(sid, hub.subscribe, caller=caller)
 
     def unsubscribe(self, caller: object, sid: object, key: object = None) -> object:
         self.key.check(caller, key)
         hub = self._hub()
-        return self.api.with_session(sid, hub.unsubscribe)
+        return self.api.with_session(sid, hub.unsubscribe, caller=caller)
 
     def stats(self, caller: object, key: object = None) -> list[dict]:
         self.key.check(caller, key)

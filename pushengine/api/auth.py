@@ -1,6 +1,7 @@
 """API keys and JWT session authorization."""
 from __future__ import annotations
 
+import binascii
 import hmac
 import json
 import time
@@ -8,8 +9,15 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import jwt
+from jwt.utils import base64url_decode
 
+from pushengine.core import strictjson
 from pushengine.core.errors import NotAuthorized
+
+#: the registered claims that are times (RFC 7519 NumericDate, seconds since the epoch)
+TIME_CLAIMS = ("exp", "nbf", "iat")
+#: the latest time such a claim may name: the last second of the year 9999
+MAX_TIME = 253_402_300_799
 
 
 class ApiKeys:
@@ -127,6 +135,7 @@ class TokenVerifier:
             raise NotAuthorized("authorization is not configured on this service")
         if not isinstance(token, str) or not token or len(token) > 8192:
             raise NotAuthorized("the token must be a non-empty string")
+        strict_segments(token)
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError as e:
@@ -154,21 +163,65 @@ class TokenVerifier:
         return checked_user(claims)
 
 
+def strict_segments(token: str) -> None:
+    """Refuse (NotAuthorized) a token whose header or claims are not JSON
+    that every answer can carry, by the one strict decoder's rules
+    (``core/strictjson.py``): a lone surrogate (a ``sub`` of ``"\\ud800"``
+    would become a user no answer can name), NaN, Infinity, ``1e999``, an
+    integer beyond the float range, nesting deeper than 64 levels. Checked
+    before anything else reads the token (PyJWT's decoder accepts all of
+    them), so that a refused token changes nothing."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise NotAuthorized("the token is not valid: a JWT has three parts")
+    for name, part in (("header", parts[0]), ("claims", parts[1])):
+        try:
+            text = base64url_decode(part.encode("ascii"))
+        except (UnicodeEncodeError, binascii.Error, ValueError):
+            raise NotAuthorized(f"the token is not valid: its {name} is not base64url") \
+                from None
+        try:
+            value = strictjson.loads(text)
+        except strictjson.UnsafeJSON as e:
+            raise NotAuthorized(f"the token is not valid: its {name} is not JSON that "
+                                f"can be carried ({e})") from None
+        if not isinstance(value, dict):
+            raise NotAuthorized(f"the token is not valid: its {name} is not a JSON object")
+
+
 def checked_user(claims: dict) -> tuple[Any, dict]:
-    """The user of verified ``claims`` (NotAuthorized without one)."""
-    user = normalize_user(claims.get("sub"))
+    """The user of verified ``claims`` (NotAuthorized without one, or when a
+    time claim is no number of seconds within range: see ``checked_time``)."""
+    for name in TIME_CLAIMS:
+        if name in claims:
+            checked_time(claims, name)
+    sub = claims.get("sub")
+    if not isinstance(sub, str):
+        raise NotAuthorized("the token's sub must be a string")
+    user = normalize_user(sub)
     if user in ("", None):
         raise NotAuthorized("the token names no user")
     return user, claims
+
+
+def checked_time(claims: Mapping[str, Any], name: str) -> float:
+    """The claim ``name`` (``exp``, ``nbf``, ``iat``) as seconds since the
+    epoch: a number, not a boolean, from 0 to ``MAX_TIME`` (NotAuthorized
+    otherwise: a 401-digit ``exp`` or ``1e300`` is no time a clock reaches,
+    and ``true`` is no time at all)."""
+    value = claims[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not 0 <= value <= MAX_TIME:
+        raise NotAuthorized(f"the token's {name} must be a time: a number of seconds "
+                            f"from 0 to {MAX_TIME}")
+    return float(value)
 
 
 def remaining(claims: Mapping[str, Any], now: float | None = None) -> float | None:
     """The seconds a verified token's ``exp`` leaves (at least 0; None
     without ``exp``). ``exp`` is wall-clock time, as the verifier checked
     it; the session manager counts the seconds left on its own clock."""
-    exp = claims.get("exp")
-    if exp is None:
+    if claims.get("exp") is None:
         return None
-    if isinstance(exp, bool) or not isinstance(exp, (int, float)) or exp != exp:
-        raise NotAuthorized("the token's exp must be a number")
-    return max(0.0, float(exp) - (time.time() if now is None else now))
+    exp = checked_time(claims, "exp")
+    return max(0.0, exp - (time.time() if now is None else now))

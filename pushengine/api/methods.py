@@ -84,9 +84,10 @@ class Api:
                  hooks: Hooks | None = None, unique: UniqueCount | None = None,
                  segments: SegmentLookup | None = None) -> None:
         """``poller`` answers ``session.get_events`` (long-polling, built by
-        the service). ``resume(sid, ack=None)`` → Deferred[Session] re-creates a session
-        this node does not hold (from the cluster's registry; it fails with
-        UnknownSession when it cannot). It may also offer
+        the service). ``resume(sid, ack=None, client=None)`` → Deferred[Session]
+        re-creates a session this node does not hold (from the cluster's
+        registry; it fails with UnknownSession when it cannot), counted for
+        ``client`` (the caller's address) against ``--max-client-sessions``. It may also offer
         ``resume.ahead(session, ack)`` → Deferred[Session | None], asked when
         a poll acknowledges more than the session numbered (see
         pushengine.cluster.resume).
@@ -119,32 +120,38 @@ class Api:
 
     # -- helpers -------------------------------------------------------------
     def with_session(self, sid: Any, then: Callable[[Session], Any],
-                     ack: int | None = None) -> Any:
+                     ack: int | None = None, *, caller: Any = None) -> Any:
         """``then(session)`` for a session this node holds, at once (no
         Deferred on the hot path); otherwise a Deferred that first resumes
-        it from the cluster registry."""
+        it from the cluster registry. ``caller``: who asks; a session resumed
+        here counts toward that client's ``--max-client-sessions`` on this
+        node (1007 past it), as a session it created would."""
         try:
             session = self.sessions.get(sid)
         except Exception as e:
             if self.resume is None or not isinstance(sid, str):
                 raise e
-            return self.resume(sid, ack).addCallback(then)
+            return self.resume(sid, ack, client=getattr(caller, "address", None)) \
+                .addCallback(then)
         return then(session)
 
     def methods(self) -> dict[str, Method]:
         m = {
             "session.create": Method(self.session_create, with_caller=True),
-            "session.destroy": Method(self.session_destroy),
+            # (the caller: a session resumed from the cluster counts for it)
+            "session.destroy": Method(self.session_destroy, caller_keyword=True),
             # a token may carry more claims than the 1 KiB other strings get
-            "session.authorize": Method(self.session_authorize, max_string=8192),
-            "session.refresh": Method(self.session_refresh, max_string=8192),
-            "session.subscribe": Method(self.session_subscribe),
-            "session.unsubscribe": Method(self.session_unsubscribe),
+            "session.authorize": Method(self.session_authorize, max_string=8192,
+                                        caller_keyword=True),
+            "session.refresh": Method(self.session_refresh, max_string=8192,
+                                      caller_keyword=True),
+            "session.subscribe": Method(self.session_subscribe, caller_keyword=True),
+            "session.unsubscribe": Method(self.session_unsubscribe, caller_keyword=True),
             "session.get_events": Method(self.session_get_events, with_caller=True,
                                          shortcut=self.get_events_shortcut),
             "session.attach": Method(self.session_attach, with_caller=True),
-            "stats.online": Method(self.stats_online),
-            "stats.unique": Method(self.stats_unique),
+            "stats.online": Method(self.stats_online, caller_keyword=True),
+            "stats.unique": Method(self.stats_unique, caller_keyword=True),
         }
         if self.profiles is not None:
             # sessionless: the public fields of User objects (SPEC section 11)
@@ -162,11 +169,11 @@ class Api:
         # limit may be left out when it is the last declared parameter
         required = len(names) - 1 if spec.params and spec.params[-1] == "limit" else len(names)
 
-        def alias(sid: Any, *values: Any) -> Any:
+        def alias(sid: Any, *values: Any, caller: Any = None) -> Any:
             given = dict(zip(spec.params, values))
             limit = given.pop("limit", None)
-            return self.session_subscribe(sid, spec.name, given, limit)
-        return Method(alias, names, required)
+            return self.session_subscribe(sid, spec.name, given, limit, caller=caller)
+        return Method(alias, names, required, caller_keyword=True)
 
     # -- methods -------------------------------------------------------------
     def _count_online(self, session: Session) -> None:
@@ -196,14 +203,14 @@ class Api:
             return gatherResults(waits, consumeErrors=True).addBoth(lambda _: session.id)
         return session.id
 
-    def session_destroy(self, sid: Any) -> Any:
+    def session_destroy(self, sid: Any, *, caller: Any = None) -> Any:
         def destroy(session: Session) -> bool:
             self.sessions.destroy(session)
             self.hooks.destroyed(session)
             return True
-        return self.with_session(sid, destroy)
+        return self.with_session(sid, destroy, caller=caller)
 
-    def session_authorize(self, sid: Any, token: Any) -> Any:
+    def session_authorize(self, sid: Any, token: Any, *, caller: Any = None) -> Any:
         def authorize(session: Session) -> Any:
             verify = getattr(self.tokens, "verify", None)
             claims: Mapping[str, Any]
@@ -213,14 +220,14 @@ class Api:
             self.hooks.authorized(session, claims)
             self.hooks.changed(session)
             return user
-        return self.with_session(sid, authorize)
+        return self.with_session(sid, authorize, caller=caller)
 
     def _expires_at(self, claims: Mapping[str, Any]) -> float | None:
         """When, on the session manager's clock, the token's ``exp`` comes."""
         left = remaining(claims)
         return None if left is None else self.sessions.clock.seconds() + left
 
-    def session_refresh(self, sid: Any, token: Any) -> Any:
+    def session_refresh(self, sid: Any, token: Any, *, caller: Any = None) -> Any:
         """A new token for the session's user: its authorization ends at the
         new token's ``exp`` (never without one). A token of another user, or
         one that does not verify, is 1003 and changes nothing."""
@@ -232,10 +239,10 @@ class Api:
             # the cluster's registry keeps when the authorization ends
             self.hooks.changed(session)
             return user
-        return self.with_session(sid, refresh)
+        return self.with_session(sid, refresh, caller=caller)
 
     def session_subscribe(self, sid: Any, view: Any, params: Any = None,
-                          limit: Any = None) -> Any:
+                          limit: Any = None, *, caller: Any = None) -> Any:
         def subscribe(session: Session) -> Any:
             if not isinstance(view, str) or view not in self.catalog.views:
                 raise UnknownView(f"unknown view {str(view)[:100]!r}")
@@ -262,7 +269,7 @@ class Api:
                 self.hooks.changed(session)
                 return result
             return d.addCallback(subscribed)
-        return self.with_session(sid, subscribe)
+        return self.with_session(sid, subscribe, caller=caller)
 
     def _segments_of(self, session: Session) -> Deferred[list[str]]:
         """The audience segments the session's hashed contacts are in
@@ -276,14 +283,15 @@ class Api:
             return []
         return self.segments.segments_of(session).addErrback(unavailable)
 
-    def session_unsubscribe(self, sid: Any, key: Any) -> Any:
+    def session_unsubscribe(self, sid: Any, key: Any, *, caller: Any = None) -> Any:
         def unsubscribe(session: Session) -> bool:
             self.sessions.unsubscribe(session, key)
             self.hooks.changed(session)
             return True
-        return self.with_session(sid, unsubscribe)
+        return self.with_session(sid, unsubscribe, caller=caller)
 
-    def _at_seq(self, sid: Any, seq: int | None, then: Callable[[Session], Any]) -> Any:
+    def _at_seq(self, sid: Any, seq: int | None, then: Callable[[Session], Any],
+                caller: Any = None) -> Any:
         """``then(session)`` for a client that says it received up to
         ``seq`` (a poll's ack, a stream's last seq). A seq ahead of the
         session is -32602, except where the cluster registry explains it
@@ -304,7 +312,7 @@ class Api:
             if resumed is None or seq > self.sessions.last_seq(resumed):
                 raise ahead(resumed or session)
             return then(resumed)
-        return self.with_session(sid, check, seq)
+        return self.with_session(sid, check, seq, caller=caller)
 
     def session_get_events(self, caller: Any, sid: Any, timeout: Any = DEFAULT_POLL_TIMEOUT,
                            ack: Any = None) -> Any:
@@ -317,7 +325,8 @@ class Api:
         if ack is not None and (isinstance(ack, bool) or not isinstance(ack, int) or ack < 0):
             raise BadParams("ack must be an integer sequence number, 0 or more")
 
-        return self._at_seq(sid, ack, lambda session: self._poll(session, timeout, ack))
+        return self._at_seq(sid, ack, lambda session: self._poll(session, timeout, ack),
+                            caller)
 
     def _poll(self, session: Session, timeout: float, ack: int | None,
               reply: Callable[[RawUTF8], object] | None = None) -> Any:
@@ -353,7 +362,8 @@ class Api:
         return lambda reply: self._poll(session, timeout, ack, reply)
 
     # -- streams (SSE, WebSocket) ----------------------------------------------
-    def stream(self, sid: Any, delivery: Delivery, last_seq: int | None) -> Any:
+    def stream(self, sid: Any, delivery: Delivery, last_seq: int | None,
+               caller: Any = None) -> Any:
         """Attach a stream to the session ``sid`` (resumed from the cluster
         registry when another node held it): the session, or a Deferred of
         it. ``last_seq``: the last seq the client received (None: a new
@@ -366,7 +376,7 @@ class Api:
             self._count_online(session)
             self.hooks.polled(session)
             return session
-        return self._at_seq(sid, last_seq, attach)
+        return self._at_seq(sid, last_seq, attach, caller)
 
     def session_attach(self, caller: Any, sid: Any, last_seq: Any = 0) -> Any:
         """WebSocket only: this socket receives ``sid``'s events from now on,
@@ -382,7 +392,7 @@ class Api:
         def attached(session: Session) -> bool:
             channel.switch_to(session)
             return True
-        result = self.stream(sid, channel, last_seq)
+        result = self.stream(sid, channel, last_seq, caller)
         if isinstance(result, Deferred):
             return result.addCallback(attached)
         return attached(result)
@@ -403,7 +413,7 @@ class Api:
         for session in held:
             self.hooks.polled(session)
 
-    def stats_online(self, key: Any = None, sid: Any = None) -> Any:
+    def stats_online(self, key: Any = None, sid: Any = None, *, caller: Any = None) -> Any:
         """Sessions online in the service, or in the view ``key``. The figure
         of a view bound to ``$session.user`` tells whether that user is
         online: it is answered only to a session subscribed to that key
@@ -412,9 +422,10 @@ class Api:
             raise BadParams("key must be a view key (a string)")
         if key is None or not self._user_bound(key):
             return maybeDeferred(self.online.count, key)
-        return self._to_subscriber(key, sid, lambda: maybeDeferred(self.online.count, key))
+        return self._to_subscriber(key, sid, lambda: maybeDeferred(self.online.count, key),
+                                   caller)
 
-    def stats_unique(self, key: Any, sid: Any = None) -> Any:
+    def stats_unique(self, key: Any, sid: Any = None, *, caller: Any = None) -> Any:
         """Distinct authorized users who subscribed to view ``key`` in the
         current online period, across nodes (SPEC section 14). A personal
         view's figure is answered as ``stats.online``'s: to its subscribers."""
@@ -424,9 +435,9 @@ class Api:
             return 0
         if not self._user_bound(key):
             return self.unique.count(key)
-        return self._to_subscriber(key, sid, lambda: self.unique.count(key))
+        return self._to_subscriber(key, sid, lambda: self.unique.count(key), caller)
 
-    def _to_subscriber(self, key: str, sid: Any, figure: Any) -> Any:
+    def _to_subscriber(self, key: str, sid: Any, figure: Any, caller: Any = None) -> Any:
         """``figure()`` of a personal view, for a session subscribed to it only."""
         if sid is None:
             raise UnknownKey("the figure of a personal view is given to its subscribers "
@@ -440,7 +451,7 @@ class Api:
             if session.user is None:
                 raise NotAuthorized("the figure of a personal view needs an authorized session")
             return figure()
-        return self.with_session(sid, count)
+        return self.with_session(sid, count, caller=caller)
 
     def _user_bound(self, key: str) -> bool:
         name = key.partition("(")[0]

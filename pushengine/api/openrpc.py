@@ -57,6 +57,7 @@ ERRORS: dict[int, str] = {
     1011: "the Bloom filters' store is unavailable",
     1012: "the store of initial states is unavailable (its database is down, slow or busy); "
           "nothing was subscribed, retry later",
+    1013: "the subscription's view does not declare presence: true",
 }
 
 
@@ -185,9 +186,10 @@ DESCRIPTIONS: dict[str, Description] = {
         {"user_ids": {"type": "array", "items": USER_ID, "maxItems": 100}},
         {"type": "array", "items": _nullable(OBJECT)}, (-32602,), result_name="profiles"),
     "presence.list": Description(
-        "The authorized users present in the view of a session's subscription.",
+        "The authorized users present in the view of a session's subscription; only "
+        "views declared with presence: true answer.",
         {"sid": SID, "key": KEY}, {"type": "array", "items": USER_ID},
-        (1001, 1005, -32602), result_name="users"),
+        (1001, 1003, 1005, 1013, -32602), result_name="users"),
     DISCOVER: Description(
         "This document: the OpenRPC description of the methods this node answers.", {},
         {"type": "object", "required": ["openrpc", "info", "methods"]},

@@ -6,9 +6,15 @@ the same room). A session that is authorized and subscribed to a view is
 *present* there as its user; a user is present while any of its sessions,
 on any node, is.
 
+Presence is opt-in per view (SPEC section 16): only a view declared with
+``presence: true`` has rooms. A subscription to any other view is never
+counted, never written to the cache, and never listed, so that watching a
+public list does not tell strangers who you are.
+
 - ``presence.list(sid, key)`` answers the users present in the room of the
   session's subscription ``key`` (error 1005 for a key the session does not
-  hold), sorted, every node's included.
+  hold, 1013 for a view without ``presence: true``), sorted, every node's
+  included.
 - A view declared with ``presence: true`` also gets ``join`` and ``leave``
   events, ``{"key", "seq", "action": "join", "obj": {"user": "340699"}}``,
   sent only to the sessions subscribed to that view. A user joins when its
@@ -38,7 +44,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from pushengine.core.engine import Engine
-from pushengine.core.errors import BadParams, NotAuthorized, UnknownKey
+from pushengine.core.errors import BadParams, NoPresence, NotAuthorized, UnknownKey
 from pushengine.core.hooks import SessionHooksBase
 from pushengine.core.interfaces import SessionLookup
 from pushengine.core.sessions import Session, SessionManager
@@ -106,12 +112,14 @@ class Presence(SessionHooksBase):
         self.last_heartbeat = clock.seconds()
         self.joins = self.leaves = self.errors = 0
 
-    def _held(self, sid: Any, then: Callable[[Session], Any]) -> Any:
+    def _held(self, sid: Any, then: Callable[[Session], Any], *, caller: Any = None) -> Any:
         return then(self.sessions.get(sid))
 
     # -- hooks ---------------------------------------------------------------------
     def changed(self, session: Session) -> None:
-        rooms = {key: bound.query_key for key, bound in session.bounds.items()}
+        # only the views that declare presence have rooms
+        rooms = {key: bound.query_key for key, bound in session.bounds.items()
+                 if self._presence_view(bound.query_key)}
         self._set(session, session.user, rooms)
 
     def destroyed(self, session: Session) -> None:
@@ -164,13 +172,12 @@ class Presence(SessionHooksBase):
                         self.shown.pop(room, None)
                         self.remote.pop(room, None)
         for key, room in rooms.items():
-            if self._presence_view(room):
-                watching = self.watchers.get(room)
-                if watching is None:
-                    watching = self.watchers[room] = {}
-                    self.shown[room] = self._everyone(room)
-                    self._prime(room)
-                watching.setdefault(session, set()).add(key)
+            watching = self.watchers.get(room)
+            if watching is None:
+                watching = self.watchers[room] = {}
+                self.shown[room] = self._everyone(room)
+                self._prime(room)
+            watching.setdefault(session, set()).add(key)
         self.dirty |= touched
         for room in touched:
             self._announce(room)
@@ -269,9 +276,9 @@ class Presence(SessionHooksBase):
 
     # -- JSON-RPC ------------------------------------------------------------------------
     def methods(self) -> dict[str, Method]:
-        return {"presence.list": Method(self.presence_list)}
+        return {"presence.list": Method(self.presence_list, caller_keyword=True)}
 
-    def presence_list(self, sid: Any, key: Any) -> Any:
+    def presence_list(self, sid: Any, key: Any, *, caller: Any = None) -> Any:
         if not isinstance(key, str):
             raise BadParams("key must be a subscription key (a string)")
 
@@ -282,8 +289,11 @@ class Presence(SessionHooksBase):
                                     "authorized session")
             if bound is None:
                 raise UnknownKey("this session has no subscription with that key")
+            if not self._presence_view(bound.query_key):
+                raise NoPresence(f"the view {bound.query_key.partition('(')[0]} does not "
+                                 f"declare presence: true")
             return self.users(bound.query_key)
-        return self.with_session(sid, listed)
+        return self.with_session(sid, listed, caller=caller)
 
     def stats(self) -> dict[str, int]:
         return {"rooms": len(self.local), "watched_rooms": len(self.watchers),

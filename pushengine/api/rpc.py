@@ -125,9 +125,12 @@ class Method:
     def __init__(self, func: Callable[..., Any], names: list[str] | None = None,
                  required: int | None = None, with_caller: bool = False,
                  max_string: int = MAX_STRING, max_items: int = MAX_ITEMS,
-                 shortcut: Shortcut | None = None) -> None:
+                 shortcut: Shortcut | None = None, caller_keyword: bool = False) -> None:
         """``with_caller``: ``func`` takes the caller (who sent the call, as
-        the transport knows it) as its first argument, before the params.
+        the transport knows it) as its first argument, before the params;
+        ``caller_keyword``: as the keyword argument ``caller`` instead (a
+        method that needs it only to resume a session from the cluster, for
+        the client's session count).
         ``max_string`` / ``max_items`` bound the strings and lists of params.
         ``shortcut(params, caller)``: for a method called far more often than
         the others (every long-poll is a ``session.get_events``), the call
@@ -137,6 +140,7 @@ class Method:
         self.func = func
         self.shortcut = shortcut
         self.with_caller = with_caller
+        self.caller_keyword = caller_keyword
         self.max_string = max_string
         self.max_items = max_items
         if names is None:
@@ -175,6 +179,8 @@ class Method:
                             f"got {len(args)}")
         if self.with_caller:
             return self.func(caller, *args)
+        if self.caller_keyword:
+            return self.func(*args, caller=caller)
         return self.func(*args)
 
 

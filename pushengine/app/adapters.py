@@ -10,6 +10,7 @@ from typing import Any
 
 from twisted.internet.interfaces import IReactorTime
 
+from pushengine.admin.disconnect import SeenIds
 from pushengine.api.presence import RoomStore
 from pushengine.bloom.memory import MemoryBloom
 from pushengine.cluster import Cluster, build_cluster, registry_ttl
@@ -34,6 +35,16 @@ def build_presence_store(cache: Any, node_id: str, clock: IReactorTime,
         from pushengine.redis.presence import RedisPresenceStore
         return RedisPresenceStore(clock, redis, node_id)
     return PresenceStore(cache, node_id, clock)
+
+
+def build_seen_ids(reactor: Any, redis_url: str | None, node_id: str) -> SeenIds | None:
+    """Where a node keeps the ids of the disconnect messages it applied
+    beyond its own life: Redis with ``--redis``; None otherwise (the node
+    then refuses the messages sent before it started)."""
+    if not redis_url:
+        return None
+    from pushengine.redis.replay import RedisSeenIds
+    return RedisSeenIds(reactor, redis_url, node_id)
 
 
 def build_segments(reactor: Any, redis_url: str | None) -> SegmentStore:

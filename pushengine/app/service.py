@@ -251,7 +251,8 @@ class Node:
         # the fast front hands these streams' connections to their transport
         routes = [Route.resource("/api/events", sse, ("GET", "OPTIONS"), shape="stream",
                                  stream=sse.stream),
-                  Route.resource("/api/ws", ws, ("GET",), shape="stream", stream=ws.stream),
+                  Route.resource("/api/ws", ws, ("GET",), shape="stream", stream=ws.stream,
+                                 websocket=True),
                   Route.resource("/api/segments", self.segment_uploads, shape="stream"),
                   Route.resource("/api/segments/", self.segment_uploads, branch=True,
                                  shape="stream"),
@@ -332,11 +333,20 @@ class Node:
                                                   self.feed, self.admin_hub, self.reactor,
                                                   self.health)
         self.disconnector = None
+        self.disconnects_seen = None
         if key:
             from pushengine.admin.disconnect import Disconnector
+            from pushengine.app.adapters import build_seen_ids
+            try:
+                # the ids applied, kept across restarts (Redis)
+                self.disconnects_seen = build_seen_ids(self.reactor, self.options["redis"],
+                                                       self.options["node-id"])
+            except ValueError as e:
+                raise usage.UsageError(f"--redis: {e}") from None
             self.disconnector = Disconnector(
                 self.engine.sessions, self.hooks, self.feed, self.reactor,
-                key.encode("utf-8", "surrogateescape"), self.options["node-id"])
+                key.encode("utf-8", "surrogateescape"), self.options["node-id"],
+                seen=self.disconnects_seen)
         self.sink = AdminSink(self.engine, self.admin_hub, self.disconnector)
         self.admin_key = AdminKey(key, self.reactor)
         from pushengine.admin.stats import AdminFigures
@@ -601,6 +611,8 @@ class Node:
         timer(1.0, self.readiness.sample, reactor).setServiceParent(self.services)
         if isinstance(self.presence.store, service.Service):
             self.presence.store.setServiceParent(self.services)
+        if isinstance(self.disconnects_seen, service.Service):
+            self.disconnects_seen.setServiceParent(self.services)
         if self.stats_publisher is not None:
             timer(1.0, self.stats_publisher.tick, reactor).setServiceParent(self.services)
         if options["demo"]:

@@ -44,7 +44,12 @@ _SID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
 class Resumer:
-    """``Api.resume``: ``resumer(sid, ack=None)`` → Deferred[Session]."""
+    """``Api.resume``: ``resumer(sid, ack=None, client=None)`` → Deferred[Session].
+
+    A session resumed here counts toward ``client``'s ``--max-client-sessions``
+    on this node, as one it created would (the SessionManager's count: the
+    resume is refused with 1007 past it); the node it left stops counting
+    it when it drops its copy (``RegistryHooks.drop`` destroys it there)."""
 
     def __init__(self, engine: Engine, registry: Any, hooks: RegistryHooks,
                  online: Any = None) -> None:
@@ -57,7 +62,7 @@ class Resumer:
         # resumed session → the seq of its first reset
         self._fresh: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def __call__(self, sid: Any, ack: int | None = None) -> Deferred:
+    def __call__(self, sid: Any, ack: int | None = None, client: Any = None) -> Deferred:
         if not isinstance(sid, str) or not _SID.match(sid):
             return fail(UnknownSession("unknown session; create a new one"))
         waiters = self._pending.get(sid)
@@ -70,7 +75,7 @@ class Resumer:
                                        "(the session registry is unavailable)"))
         self._pending[sid] = waiters = []
         d = self.registry.lookup(sid)
-        d.addCallback(self._build, sid, ack)
+        d.addCallback(self._build, sid, ack, client)
         d.addErrback(self._failed, sid)
 
         def share(result: Any) -> Any:
@@ -96,14 +101,17 @@ class Resumer:
             return Failure(UnknownSession("unknown session; create a new one"))
         return failure
 
-    def _build(self, record: SessionRecord | None, sid: str, ack: int | None) -> Deferred:
+    def _build(self, record: SessionRecord | None, sid: str, ack: int | None,
+               client: Any = None) -> Deferred:
         if record is None:
             self.registry.counters["resume_misses"] += 1
             raise UnknownSession("unknown session; create a new one")
         existing = self.sessions.sessions.get(sid)
         if existing is not None:  # came back meanwhile (another call resumed it)
             return succeed(existing)
-        session = self.sessions.create(sid)  # LimitReached: 1004, as for a new session
+        # as for a new session: LimitReached (1004) past --max-sessions,
+        # RateLimited (1007) past the client's --max-client-sessions here
+        session = self.sessions.create(sid, client=client)
         # the authorization ends when it would have on the node that held it
         self.sessions.authorize(session, record.user,
                                 record.until if record.user is not None else None)
@@ -183,7 +191,7 @@ class Resumer:
                 return None
             # the client was served by another node since: this copy is stale
             self.hooks.drop(session)
-            return self(session.id, ack)
+            return self(session.id, ack, session.client)
 
         def unknown(failure: Failure) -> None:
             if not failure.check(RegistryUnavailable):

@@ -48,6 +48,13 @@ class UnknownKey(ApiError):
     code = 1005
 
 
+class NoPresence(ApiError):
+    """``presence.list`` of a subscription whose view does not declare
+    ``presence: true``: presence is opt-in per view (SPEC section 16)."""
+
+    code = 1013
+
+
 class RateLimited(ApiError):
     """A client passed its call rate or its number of sessions; it may retry
     after ``retry_after`` seconds (HTTP 429 with Retry-After)."""

@@ -152,11 +152,13 @@ class TypeCatalog(Protocol):
 
 
 class SessionLookup(Protocol):
-    """``lookup(sid, then)``: ``then(session)`` for a session this node holds,
-    at once, or a Deferred that first resumes it from the cluster registry
-    (``Api.with_session``); UnknownSession when there is none."""
+    """``lookup(sid, then, caller=...)``: ``then(session)`` for a session this
+    node holds, at once, or a Deferred that first resumes it from the cluster
+    registry (``Api.with_session``), counted for ``caller``'s client;
+    UnknownSession when there is none."""
 
-    def __call__(self, sid: Any, then: Callable[[Session], Any]) -> Any: ...
+    def __call__(self, sid: Any, then: Callable[[Session], Any], *,
+                 caller: Any = None) -> Any: ...
 
 
 class SegmentLookup(Protocol):

@@ -299,16 +299,17 @@ class EventsResource(Resource):
         """Cut the streams still open (the shutdown's deadline passed)."""
         self.departures.abort_all()
 
-    def opening(self, sid: str, last: int | None | str,
-                stream: SseStream) -> tuple[int, int | str, str] | Any:
-        """Attach ``stream`` to session ``sid`` (resumed after ``last``): the
+    def opening(self, sid: str, last: int | None | str, stream: SseStream,
+                caller: Any = None) -> tuple[int, int | str, str] | Any:
+        """Attach ``stream`` to session ``sid`` (resumed after ``last``, for
+        ``caller``'s count of sessions when another node held it): the
         session (or a Deferred of it), or why not as (status, code, message)."""
         if not sid:
             return 400, -32602, "the session parameter is required"
         if isinstance(last, str):
             return 400, -32602, last
         try:
-            return self.api.stream(sid, stream, last)
+            return self.api.stream(sid, stream, last, caller)
         except ApiError as e:
             return self._why(e)
 
@@ -353,7 +354,7 @@ class EventsResource(Resource):
         last = last_event_id(r.header(b"last-event-id"),
                              (args.get(b"last_event_id") or [None])[0])
         stream = SseStream(self.hub)
-        result = self.opening(sid, last, stream)
+        result = self.opening(sid, last, stream, caller)
         if isinstance(result, tuple):
             return _answer(result)
         if not isinstance(result, Deferred):
@@ -430,7 +431,8 @@ class EventsResource(Resource):
             return refused
         sid = (request.args.get(b"session") or [b""])[0].decode("latin-1")
         stream = SseStream(self.hub, request)
-        result = self.opening(sid, _last_event_id(request), stream)
+        result = self.opening(sid, _last_event_id(request), stream,
+                              self.policy.request_caller(request))
         if isinstance(result, tuple):
             return self.policy.stream_answer(request, *result)
         if isinstance(result, Deferred):

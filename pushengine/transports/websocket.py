@@ -55,7 +55,8 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
 
 import h11
 from twisted.internet.defer import Deferred
@@ -82,7 +83,24 @@ from pushengine.transports.producer import StreamProducer
 log = Logger()
 PING_INTERVAL = 30.0              # --ws-ping: a ping frame after 30 s of silence
 PING_FRAME = b"\x89\x00"          # a server's ping, empty: FIN, opcode 9, unmasked
-TOO_BIG, UNSUPPORTED, GOING_AWAY, NORMAL, POLICY = 1009, 1003, 1001, 1000, 1008
+# close codes (RFC 6455 section 7.4.1)
+NORMAL, GOING_AWAY, PROTOCOL_ERROR = 1000, 1001, 1002
+INVALID_PAYLOAD, POLICY, TOO_BIG, INTERNAL = 1007, 1008, 1009, 1011
+#: every close this transport sends: its code and the one reason sent with
+#: it. A reason is never made from an error's text: wsproto reports a frame
+#: it cannot read with its parser's words ("'utf-8' codec can't decode byte
+#: 0xed in position 0..."), which no client should read (``WsConnection._close``)
+CLOSE_REASONS: Mapping[int, str] = MappingProxyType({
+    NORMAL: "the session is delivered elsewhere now",
+    GOING_AWAY: "idle: no session and no pong",
+    PROTOCOL_ERROR: "protocol error",
+    INVALID_PAYLOAD: "invalid frame payload: text must be UTF-8",
+    POLICY: "calls keep coming over the call rate",
+    TOO_BIG: "the message is too big",
+    INTERNAL: "internal error",
+})
+# the other close reasons a socket may send: the shutdown's (SPEC 21)
+CLOSE_TEXTS = frozenset({SHUTTING_DOWN})
 SUBPROTOCOL = "pushengine.jsonrpc"
 NO_UPGRADE = "a WebSocket upgrade is required (Upgrade: websocket)"
 # one connection's input per reactor turn: at most this many messages or
@@ -308,8 +326,8 @@ class WsConnection(StreamProducer):
             return
         try:
             self.conn.receive_data(data)
-        except RemoteProtocolError as e:   # pragma: no cover - after a close
-            self._close(1002, f"protocol error: {e}"[:120])
+        except RemoteProtocolError:   # pragma: no cover - after a close
+            self._close(PROTOCOL_ERROR)
             return
         if self.later is None:
             self._slice()
@@ -334,12 +352,12 @@ class WsConnection(StreamProducer):
                     self._read(False)
                     self.later = self.clock.callLater(0, self._slice)
                     return
-        except RemoteProtocolError as e:
-            self._close(1002, f"protocol error: {e}"[:120])
+        except RemoteProtocolError:
+            self._close(PROTOCOL_ERROR)
             return
         except Exception:
             log.failure("a WebSocket message failed")
-            self._close(1011, "internal error")
+            self._close(INTERNAL)
             return
         self._read(True)
 
@@ -356,7 +374,7 @@ class WsConnection(StreamProducer):
             data = event.data.encode("utf-8")
             self.size += len(data)
             if self.size > self.max_message:
-                self._close(TOO_BIG, f"a message may hold at most {self.max_message} bytes")
+                self._close(TOO_BIG)
                 return
             self.parts.append(data)
             if event.message_finished:
@@ -374,8 +392,15 @@ class WsConnection(StreamProducer):
         elif isinstance(event, Ping):
             self.transport.write(self.conn.send(event.response()))
         elif isinstance(event, CloseConnection):
-            if self.conn.state not in (ConnectionState.CLOSED, ConnectionState.LOCAL_CLOSING):
-                self.transport.write(self.conn.send(event.response()))
+            if self.conn.state is ConnectionState.OPEN:
+                # not the client's close frame: wsproto reports a frame it
+                # could not read (not UTF-8, a bad opcode, an extension's
+                # refusal) as a close whose reason is its parser's message
+                self._close(event.code if event.code in CLOSE_REASONS else PROTOCOL_ERROR)
+                return
+            if self.conn.state is ConnectionState.REMOTE_CLOSING:
+                # the client's close: its code echoed, none of its text
+                self.transport.write(self.conn.send(CloseConnection(event.code)))
             self.closed = True
             self.transport.loseConnection()
         elif isinstance(event, Pong):
@@ -400,7 +425,7 @@ class WsConnection(StreamProducer):
     def _refused(self) -> None:
         self.refusals += 1
         if self.refusals > REFUSALS:
-            self._close(POLICY, "calls keep coming over the call rate")
+            self._close(POLICY)
 
     def _call(self, body: bytes) -> None:
         self.answering += 1
@@ -454,20 +479,24 @@ class WsConnection(StreamProducer):
             return
         if self.idle_timeout and self.session is None \
                 and now - self.last_pong >= self.idle_timeout:
-            self._close(GOING_AWAY, "idle: no session and no pong")
+            self._close(GOING_AWAY)
             return
         # the same two bytes wsproto frames for Ping(b""), sent as events are
         # (at once on the fast front): thousands of idle sockets get one each
         self.send(self.transport, PING_FRAME)
 
-    def _close(self, code: int, reason: str, linger: bool = False) -> None:
-        """Send a close frame and close the connection; ``linger``: once the
-        client's close frame came back, or ``CLOSE_LINGER`` seconds later."""
+    def _close(self, code: int, reason: str | None = None, linger: bool = False) -> None:
+        """Send a close frame and close the connection. Its reason is
+        ``CLOSE_REASONS[code]``, or one of ``CLOSE_TEXTS`` (the shutdown's):
+        never any other text. ``linger``: close once the client's close
+        frame came back, or ``CLOSE_LINGER`` seconds later."""
         if self.closed:
             return
         self.closed = True
         try:
-            self.transport.write(self.conn.send(CloseConnection(code, reason)))
+            text = CLOSE_REASONS[code] if reason is None or reason not in CLOSE_TEXTS \
+                else reason
+            self.transport.write(self.conn.send(CloseConnection(code, text)))
         except Exception:
             pass
         if not linger:
@@ -601,7 +630,7 @@ class WsConnection(StreamProducer):
     def close(self) -> None:
         """Another delivery took the session: this socket ends."""
         self.session = None
-        self._close(NORMAL, "the session is delivered elsewhere now")
+        self._close(NORMAL)
 
 
 class WebSocketResource(Resource):

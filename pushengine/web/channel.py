@@ -51,7 +51,8 @@ from twisted.web.server import Request
 from pushengine.core.numbers import parse_decimal
 from pushengine.web.connections import OpenConnections
 from pushengine.web.policy import (
-    LINGER_SECONDS, TOO_MANY_CONNECTIONS, HttpPolicy, closing_answer, path_error)
+    BAD_TARGET, CONNECT_REFUSED, LINGER_SECONDS, NO_METHODS, TOO_MANY_CONNECTIONS, Headers,
+    HttpPolicy, closing_answer, origin_form, path_error)
 from pushengine.web.static import JsonError
 
 # the longest Content-Length read (a 19-digit number still fits 63 bits)
@@ -109,12 +110,12 @@ class DeadlineChannel(HTTPChannel):
             return
         self._closeWith(408, BODY_TOO_SLOW)
 
-    def _closeWith(self, status: int, body: bytes) -> None:
+    def _closeWith(self, status: int, body: bytes, headers: Headers = ()) -> None:
         """Answer a JSON error and close, whatever the request's state."""
         transport = self.transport
         if transport is None or getattr(transport, "disconnecting", False):
             return
-        transport.write(closing_answer(status, body))
+        transport.write(closing_answer(status, body, headers))
         # like twisted.web's idle timeout: a client that does not read its
         # answer does not hold the connection beyond abortTimeout either
         if self.abortTimeout is not None and self._abortingCall is None:
@@ -160,6 +161,9 @@ class DeadlineChannel(HTTPChannel):
 
     def allHeadersReceived(self) -> None:
         self._cancelHeaderDeadline()
+        if not self._servable():
+            self._refused = True         # nothing more is read or answered
+            return
         if self._proxied and self.policy is not None and self.requests:
             # a trusted proxy's connection counts under the client it relays
             self._proxied = False
@@ -174,6 +178,25 @@ class DeadlineChannel(HTTPChannel):
                 self._refused = True     # nothing more is read or answered
                 self._closeWith(429, path_error(TOO_MANY_CONNECTIONS))
         super().allHeadersReceived()
+
+    def _servable(self) -> bool:
+        """The request line as the fast front reads it (``policy.py``): CONNECT
+        is 405 and closes the connection, its body unread; the absolute form
+        (``GET http://host/health``) is served as the origin form, its
+        authority the ``Host``; an absolute form without a host is a 400."""
+        if getattr(self, "_command", None) == b"CONNECT":
+            self._closeWith(405, path_error(CONNECT_REFUSED), NO_METHODS)
+            return False
+        path = getattr(self, "_path", b"/")
+        if path[:1] != b"/":
+            target = origin_form(path)
+            if target is None:
+                self._closeWith(400, path_error(BAD_TARGET))
+                return False
+            self._path, host = target
+            if host is not None and self.requests:
+                self.requests[-1].requestHeaders.setRawHeaders(b"host", [host])
+        return True
 
     def allContentReceived(self) -> None:
         if self._bodyCall is not None:

@@ -47,9 +47,10 @@ from pushengine.web.channel import DeadlineChannel
 from pushengine.web.connections import OpenConnections
 from pushengine.web.outbox import Outbox
 from pushengine.web.policy import (
-    INTERNAL_ERROR, LINGER_BYTES, LINGER_SECONDS, SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS,
-    HttpPolicy, closing_answer,
-    date_line, error_body, path_error, status_line, too_large_message, websocket_upgrade)
+    BAD_TARGET, CONNECT_REFUSED, INTERNAL_ERROR, LINGER_BYTES, LINGER_SECONDS, NO_METHODS,
+    SEGMENT_UPLOADS, TOO_MANY_CONNECTIONS, Headers as HeaderPairs, HttpPolicy, closing_answer,
+    date_line, error_body, origin_form, path_error, status_line, too_large_message,
+    websocket_upgrade)
 from pushengine.web.routes import (
     CallHandler, HttpAnswer, ReplyingCall, ReplyingHandler, RouteTable, StreamHandler)
 from pushengine.web.sendnow import send_now
@@ -79,7 +80,7 @@ class _Request:
 
     __slots__ = ("method", "url", "path", "headers", "parts", "size", "too_large",
                  "keep_alive", "upgrade", "head_size", "version", "count", "streamed",
-                 "length", "body", "chunks", "framing")
+                 "length", "body", "chunks", "framing", "ordinary")
 
     def __init__(self) -> None:
         self.method = b""
@@ -99,6 +100,9 @@ class _Request:
         self.body = False               # a body follows the headers
         self.chunks = 0                 # chunk headers read
         self.framing = 0                # bytes of a chunked body that are not data
+        # an Upgrade that is no WebSocket handshake: read again as an ordinary
+        # request (``FastChannel._ordinary``)
+        self.ordinary = False
 
     def header(self, name: bytes) -> bytes | None:
         values = self.headers.get(name)
@@ -111,7 +115,7 @@ class _Request:
         r.method, r.url, r.path, r.headers = self.method, self.url, self.path, self.headers
         r.parts = [body] if body else []
         r.size = len(body)
-        r.too_large = r.upgrade = r.streamed = False
+        r.too_large = r.upgrade = r.streamed = r.ordinary = False
         r.keep_alive = self.keep_alive
         r.head_size, r.count, r.version = self.head_size, self.count, self.version
         r.length, r.body = self.length, self.body
@@ -135,6 +139,16 @@ class _Request:
             if name not in (b"content-length", b"transfer-encoding"):
                 lines.extend(name + b": " + value for value in values)
         lines.append(b"content-length: %d" % length)
+        return b"\r\n".join(lines) + b"\r\n\r\n"
+
+    def plain_head(self) -> bytes:
+        """The request line and headers as they came, less ``Upgrade``: the
+        head of the ordinary request an Upgrade that is no WebSocket
+        handshake is (its body, what follows, is read after it)."""
+        lines = [b"%s %s HTTP/%s" % (self.method, self.url, self.version.encode())]
+        for name, values in self.headers.items():
+            if name != b"upgrade":
+                lines.extend(name + b": " + value for value in values)
         return b"\r\n".join(lines) + b"\r\n\r\n"
 
     def raw(self) -> bytes:
@@ -226,7 +240,6 @@ class FastChannel(Protocol):
         self.answering: Deferred[HttpAnswer] | Deferred[HttpAnswer | None] \
             | ReplyingCall | None = None
         self.behind: Any = None           # the twisted.web HTTPChannel, once needed
-        self.upgraded = False
         self.closing = False
         self.refused: _Refused | None = None   # why a parser callback stopped the parser
         # the two deadlines' timers outlive their deadlines: disarming only
@@ -244,6 +257,9 @@ class FastChannel(Protocol):
         self.counted: str | None = None  # the client address this connection counts under
         self.proxied = False             # from a trusted proxy: counted at its first request
         self.websocket = False           # the request just read upgrades to a WebSocket
+        # the head of an Upgrade that is no WebSocket handshake, to read again
+        # as an ordinary request (``_ordinary``)
+        self.plain: bytes | None = None
         self.paused = False              # reading stopped behind an answer being made
         self.behind_paused = False       # twisted.web behind asked to stop reading
         self.lingering = False           # answered and closing: reading and dropping
@@ -289,13 +305,6 @@ class FastChannel(Protocol):
             self.lingered += len(data)
             if self.lingered > LINGER_BYTES:
                 self._end_linger()
-            return
-        if self.upgraded:
-            self.reading = True
-            try:
-                self.behind.dataReceived(data)
-            finally:
-                self.reading = False
             return
         if self.closing:
             return
@@ -402,9 +411,13 @@ class FastChannel(Protocol):
                         break
                     if self.stream is not None:
                         break
-                    # any other upgrade (or CONNECT) was an ordinary request:
-                    # what follows it is the next request, for a new parser
+                    # any other upgrade is an ordinary request (``_ordinary``):
+                    # a new parser reads its head again, without Upgrade, then
+                    # its body and what follows, once
                     self.parser = httptools.HttpRequestParser(self)
+                    plain, self.plain = self.plain, None
+                    if plain is not None:
+                        rest = plain + rest
                     if self.closing or not rest:
                         break
                     data = rest
@@ -414,7 +427,7 @@ class FastChannel(Protocol):
             refused, self.refused = self.refused, None
             if refused is not None:
                 self._fail(refused.status, refused.message, refused.path,
-                           linger=refused.status == 413)
+                           linger=refused.status == 413, headers=refused.headers)
             elif not self.closing:
                 log.failure("a request failed to parse")
                 self._fail(400, "bad request")
@@ -429,8 +442,7 @@ class FastChannel(Protocol):
         if self.stream is not None:
             return
         r = self.request
-        hold = self.busy and not self.upgraded and (
-            bool(self.waiting) or (r is not None and not r.streamed))
+        hold = self.busy and (bool(self.waiting) or (r is not None and not r.streamed))
         pause = (hold or self.behind_paused) and not self.closing
         if pause != self.paused and self.transport is not None:
             self.paused = pause
@@ -446,7 +458,7 @@ class FastChannel(Protocol):
         (``_done``). A request read whole in one call never needs the timer."""
         r = self.request
         if r is not None and not r.method and not self.header_armed and not self.busy \
-                and not self.closing and not self.upgraded:
+                and not self.closing:
             self._arm_header_deadline()
 
     def connectionLost(self, reason: Any = None) -> None:
@@ -512,14 +524,33 @@ class FastChannel(Protocol):
         if r.version not in ("1.1", "1.0"):
             # HTTP/0.9 has no headers to answer with, HTTP/2 its own framing
             raise self._refuse(400, "bad request: HTTP/1.0 or HTTP/1.1 only")
+        if r.method == b"CONNECT":
+            # a tunnel is never opened: 405, and the connection closes
+            # without its body being read
+            raise self._refuse(405, CONNECT_REFUSED, headers=NO_METHODS)
         r.keep_alive = parser.should_keep_alive()
         headers = r.headers
-        # only a WebSocket upgrade hands the connection on: any other
-        # Upgrade header (or CONNECT) is an ordinary request, under the deadlines
-        r.upgrade = b"upgrade" in headers and r.method == b"GET" and parser.should_upgrade() \
-            and websocket_upgrade(headers[b"upgrade"])
-        self.websocket = r.upgrade
+        if r.url[:1] != b"/":
+            # the absolute form (``GET http://host/health``) is served as the
+            # origin form, its authority the Host (RFC 9112 section 3.2.2)
+            target = origin_form(r.url)
+            if target is None:
+                raise self._refuse(400, BAD_TARGET)
+            r.url, host = target
+            if host is not None:
+                headers[b"host"] = [host]
         r.path = r.url.split(b"?", 1)[0] if b"?" in r.url else r.url
+        self.websocket = False
+        if parser.should_upgrade():
+            # llhttp reads no body after an upgrade's headers. Only the
+            # WebSocket handshake of a route that takes one hands the
+            # connection on: any other Upgrade is an ordinary request
+            if r.method == b"GET" and websocket_upgrade(headers.get(b"upgrade")) \
+                    and (r.method, r.path) in self.factory.websockets:
+                r.upgrade = self.websocket = True
+            else:
+                self._ordinary(r)
+                return
         lengths = headers.get(b"content-length")
         policy = self.factory.policy
         if self.proxied:
@@ -559,6 +590,16 @@ class FastChannel(Protocol):
                 and not self.waiting:
             self.send(b"HTTP/1.1 100 Continue\r\n\r\n")
 
+    def _ordinary(self, r: _Request) -> None:
+        """``r`` asks for an upgrade that is no WebSocket handshake: it is an
+        ordinary request. llhttp ends it at its headers, so a new parser reads
+        its head again without the ``Upgrade`` header (``plain_head``), then
+        its body and what follows, each once: before, the body was the next
+        request's bytes. What the head says (the body's limits and deadline,
+        the caller's count) is judged on that second reading."""
+        r.ordinary = True
+        self.plain = r.plain_head()
+
     def on_body(self, body: bytes) -> None:
         r = self.request
         assert r is not None
@@ -574,6 +615,8 @@ class FastChannel(Protocol):
     def on_message_complete(self) -> None:
         r, self.request = self.request, None
         assert r is not None
+        if r.ordinary:
+            return                      # read again, whole (``_ordinary``)
         self.completed += 1
         self.last = r
         if self.body_timer is not None:
@@ -784,7 +827,7 @@ class FastChannel(Protocol):
         """Close now if between requests, else after the answers to the
         requests read (the last says ``Connection: close``)."""
         self.draining = True
-        if self.closing or self.stream is not None or self.upgraded:
+        if self.closing or self.stream is not None:
             return
         if not self.busy and not self.waiting and self.request is None:
             self.closing = True
@@ -824,7 +867,7 @@ class FastChannel(Protocol):
 
             def request_done(request: Any) -> None:
                 done(request)
-                if not self.upgraded and not self.closing:
+                if not self.closing:
                     self._done()
             channel.requestDone = request_done
             self.behind = channel
@@ -834,36 +877,31 @@ class FastChannel(Protocol):
         self._behind().dataReceived(r.raw())
 
     def _upgrade(self, rest: bytes) -> None:
-        """An Upgrade request (the WebSocket): twisted.web takes the
-        connection over for good, with whatever bytes followed the request."""
+        """The WebSocket handshake of a route that takes one: its
+        transport takes the connection (``_stream``), with whatever bytes
+        followed the request."""
         r = self.waiting.pop() if self.waiting else None
-        if r is None or self.busy or self.waiting:
+        handler = self.factory.streams.get((r.method, r.path)) if r is not None else None
+        if r is None or handler is None or self.busy or self.waiting:
             self._fail(400, "an upgrade must not be pipelined")
             return
-        handler = self.factory.streams.get((r.method, r.path))
-        if handler is not None:
-            self.busy = True
-            self._cancel_timers()
-            r.keep_alive = False        # a refused upgrade closes the connection
-            try:
-                self._stream(r, handler)
-            except Exception:
-                log.failure("answering {path} failed", path=r.path)
-                self._write(r, 500, INTERNAL_ERROR)
-            if self.stream is not None and rest:
-                self.stream.dataReceived(rest)
-            return
-        self.upgraded = True
+        self.busy = True
         self._cancel_timers()
-        self._behind().dataReceived(r.raw())
-        if rest:
-            self.behind.dataReceived(rest)
+        r.keep_alive = False            # a refused upgrade closes the connection
+        try:
+            self._stream(r, handler)
+        except Exception:
+            log.failure("answering {path} failed", path=r.path)
+            self._write(r, 500, INTERNAL_ERROR)
+        if self.stream is not None and rest:
+            self.stream.dataReceived(rest)
 
-    def _refuse(self, status: int, message: str, path: bytes = b"") -> _Refused:
+    def _refuse(self, status: int, message: str, path: bytes = b"",
+                headers: HeaderPairs = ()) -> _Refused:
         """The exception a parser callback raises to refuse the request; the
         parser wraps it, so the reason is kept here too. ``path``: the
         request's, when its refusal has its path's shape (a 413)."""
-        self.refused = _Refused(status, message, path)
+        self.refused = _Refused(status, message, path, headers)
         return self.refused
 
     # -- deadlines -------------------------------------------------------------------------
@@ -914,14 +952,14 @@ class FastChannel(Protocol):
         self.header_timer = self.idle_timer = self.body_timer = self.linger_timer = None
 
     def _fail(self, status: int, message: str, path: bytes = b"",
-              linger: bool = False) -> None:
+              linger: bool = False, headers: HeaderPairs = ()) -> None:
         """Answer an error and close (the request stream is out of step);
         ``linger``: a body is still arriving (``_linger``)."""
         if self.closing:
             return
         self.closing = True
         self._cancel_timers()
-        self.send(closing_answer(status, error_body(path, message)))
+        self.send(closing_answer(status, error_body(path, message), headers))
         if linger:
             self._linger()
         else:
@@ -987,11 +1025,13 @@ def _rearm(timer: Timer | None, clock: Clock, delay: float,
 class _Refused(Exception):
     """Raised in a parser callback: answer this error and close."""
 
-    def __init__(self, status: int, message: str, path: bytes = b"") -> None:
+    def __init__(self, status: int, message: str, path: bytes = b"",
+                 headers: HeaderPairs = ()) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.path = path
+        self.headers = headers
 
 
 class FastSite:
@@ -1008,6 +1048,7 @@ class FastSite:
         self.calls: dict[tuple[bytes, bytes], CallHandler] = routes.calls()
         self.replying: dict[tuple[bytes, bytes], ReplyingHandler] = routes.replying()
         self.streams: dict[tuple[bytes, bytes], StreamHandler] = routes.streams()
+        self.websockets = routes.websockets()
         self.clock = clock
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout

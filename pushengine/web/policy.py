@@ -141,6 +141,40 @@ def websocket_upgrade(upgrade: Sequence[bytes] | None) -> bool:
                for value in upgrade for token in value.split(b","))
 
 
+# CONNECT asks for a tunnel, which this server never opens: 405 and the
+# connection closed (its body, if any, is never read), on both fronts
+CONNECT_REFUSED = "method not allowed: CONNECT opens no tunnel here"
+# the methods a CONNECT target (an authority, no resource of ours) allows: none
+NO_METHODS: Headers = ((b"Allow", b""),)
+BAD_TARGET = "bad request target"
+_SCHEMES = (b"http://", b"https://")
+
+
+def origin_form(target: bytes) -> tuple[bytes, bytes | None] | None:
+    """A request target as the routes read it: ``(target, host)``.
+
+    The absolute form (RFC 9112 section 3.2.2), ``http://host:8080/health?x``,
+    is served as its origin form, ``/health?x``, and its authority replaces
+    the ``Host`` header (``host``); any other target comes back as it is,
+    with ``host`` None. None: an absolute form that names no host, or names
+    user information (``http://user@host/``), which is no target to serve."""
+    if target[:1] == b"/" or (target[:7].lower() not in _SCHEMES
+                              and target[:8].lower() not in _SCHEMES):
+        return target, None
+    rest = target.partition(b"://")[2]
+    end = len(rest)
+    for mark in (b"/", b"?"):
+        at = rest.find(mark)
+        if at != -1 and at < end:
+            end = at
+    host, path = rest[:end], rest[end:]
+    if not host or b"@" in host or b"#" in path:
+        return None
+    if path[:1] != b"/":
+        path = b"/" + path
+    return path, host
+
+
 def status_line(status: int) -> bytes:
     return b"HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, b"Unknown"))
 

@@ -135,6 +135,9 @@ class Route:
     stream: StreamHandler | None = None  # a GET the fast front hands to a transport
     # the call also takes a Reply as a third argument (``ReplyingHandler``)
     replies: bool = False
+    # its GET with ``Upgrade: websocket`` is the WebSocket handshake: the
+    # one request a front lets leave HTTP (any other Upgrade is ignored)
+    websocket: bool = False
 
     @classmethod
     def post(cls, path: str, call: CallHandler, shape: Shape = "plain",
@@ -152,13 +155,16 @@ class Route:
     @classmethod
     def resource(cls, path: str, resource: Resource,
                  methods: tuple[str, ...] | None = None, branch: bool = False,
-                 shape: Shape = "plain", stream: StreamHandler | None = None) -> Route:
+                 shape: Shape = "plain", stream: StreamHandler | None = None,
+                 websocket: bool = False) -> Route:
         """A Resource that renders the path (its own methods with ``methods``
-        None); ``stream``: what the fast front calls for a GET of it instead."""
+        None); ``stream``: what the fast front calls for a GET of it instead;
+        ``websocket``: that GET may be a WebSocket handshake."""
         def serve(request: IRequest) -> Resource:
             return resource
         serve.__name__ = f"resource of {path}"
-        return cls(path, methods, page=serve, branch=branch, shape=shape, stream=stream)
+        return cls(path, methods, page=serve, branch=branch, shape=shape, stream=stream,
+                   websocket=websocket)
 
     @property
     def target(self) -> bytes:
@@ -189,6 +195,13 @@ class RouteTable:
         """What the fast front hands to a transport: (GET, path) → handler."""
         return {(b"GET", route.target): route.stream
                 for route in self.routes if route.stream is not None and not route.branch}
+
+    def websockets(self) -> frozenset[tuple[bytes, bytes]]:
+        """The requests that may upgrade to a WebSocket: (GET, path) of the
+        stream routes that take one. An ``Upgrade`` on any other request is
+        not one: the request is an ordinary request, its body read once."""
+        return frozenset((b"GET", route.target) for route in self.routes
+                         if route.websocket and route.stream is not None and not route.branch)
 
     def _matching(self, path: bytes) -> list[Route]:
         exact = [r for r in self.routes if not r.branch and r.target == path]

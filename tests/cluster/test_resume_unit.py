@@ -2,6 +2,7 @@
 registries, failing hooks."""
 from __future__ import annotations
 
+import pytest
 from twisted.internet.defer import Deferred, fail
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -159,3 +160,84 @@ def test_a_resumed_session_stops_being_authorized_at_the_same_time() -> None:
     assert resumed.user is None and key not in resumed.subs
     # after the reset the resume queued: the private object leaves
     assert [e["action"] for e in b.rpc("session.get_events", sid, 0)][-1:] == ["delete"]
+
+
+# -- the session cap across nodes (SPEC section 22, "Sessions") ------------------------------
+
+def counts(node) -> dict:
+    return dict(node.engine.sessions.per_client.counts)
+
+
+RESUMING_CALLS = {
+    "session.get_events": lambda sid: ("session.get_events", sid, 0),
+    "session.subscribe": lambda sid: ("session.subscribe", sid, "PublicLiveStreamView", {}, 5),
+    "a view alias": lambda sid: ("stream.subscribe_public_live", sid, 5),
+    "session.unsubscribe": lambda sid: ("session.unsubscribe", sid, "PublicLiveStreamView()"),
+    "presence.list": lambda sid: ("presence.list", sid, "PublicLiveStreamView(limit=5)"),
+    "stats.online": lambda sid: ("stats.online", "HomeStreamView(users=[1])", sid),
+}
+
+
+def call(node, method: str, *params):
+    """The JSON-RPC answer (result or error) and the HTTP status."""
+    reply = node.rpc.send(method, *params).reply()
+    return reply.code, reply.json()
+
+
+@pytest.mark.parametrize("name", list(RESUMING_CALLS))
+def test_a_session_resumed_on_a_node_counts_toward_its_clients_cap_there(name: str) -> None:
+    """Before, a session resumed from another node counted for nobody: a
+    client could hold any number of sessions on a node by creating them on
+    another and moving them over (and each move freed a place on the node
+    it left)."""
+    cluster = MemoryCluster(2, "--max-client-sessions", "2")
+    a, b = cluster.nodes
+    moved, stays = a.rpc("session.create"), a.rpc("session.create")
+    b.rpc("session.create")
+    assert counts(a) == {"127.0.0.1": 2} and counts(b) == {"127.0.0.1": 1}
+    # the first move fills the client's places on b
+    status, answer = call(b, *RESUMING_CALLS[name](moved))
+    assert status == 200 and answer.get("error", {}).get("code") != 1007, answer
+    assert moved in b.sessions and b.engine.sessions.get(moved).client == "127.0.0.1"
+    assert counts(b) == {"127.0.0.1": 2}
+    # a has dropped its copy: it no longer counts there
+    assert moved not in a.sessions and counts(a) == {"127.0.0.1": 1}
+    # past the cap on b: refused with 1007 (HTTP 429), and the session stays where it is
+    status, answer = call(b, *RESUMING_CALLS[name](stays))
+    assert status == 429 and answer["error"]["code"] == 1007, answer
+    assert stays not in b.sessions and stays in a.sessions
+    assert counts(b) == {"127.0.0.1": 2} and counts(a) == {"127.0.0.1": 1}
+    assert a.rpc("session.get_events", stays, 0) == []
+    # the place the move freed on a is the client's again
+    a.rpc("session.create")
+    assert counts(a) == {"127.0.0.1": 2}
+    # destroying the resumed session frees its place on b
+    assert b.rpc("session.destroy", moved) is True
+    assert counts(b) == {"127.0.0.1": 1}
+
+
+def test_another_client_may_still_resume_its_sessions_on_a_full_node() -> None:
+    cluster = MemoryCluster(2, "--max-client-sessions", "1", "--trusted-proxies", "127.0.0.1/32")
+    a, b = cluster.nodes
+    theirs = {"X-Forwarded-For": "203.0.113.9"}
+    mine = {"X-Forwarded-For": "198.51.100.7"}
+
+    def rpc(node, headers, method, *params):
+        reply = node.http.post("/api/jsonrpc", node.rpc.body(method, list(params)), headers)
+        return reply.code, reply.json()
+    _, created = rpc(a, mine, "session.create")
+    sid = created["result"]
+    rpc(b, theirs, "session.create")
+    code, answer = rpc(b, mine, "session.get_events", sid, 0)
+    assert code == 200 and answer["result"] == []
+    assert counts(b) == {"203.0.113.9": 1, "198.51.100.7": 1} and counts(a) == {}
+
+
+def test_an_event_stream_that_resumes_a_session_counts_for_its_client_too() -> None:
+    cluster = MemoryCluster(2, "--max-client-sessions", "1")
+    a, b = cluster.nodes
+    sid = a.rpc("session.create")
+    b.rpc("session.create")
+    reply = b.http.send("GET", "/api/events?session=" + sid).reply()
+    assert reply.json()["error"]["code"] == 1007
+    assert sid not in b.sessions and counts(b) == {"127.0.0.1": 1}

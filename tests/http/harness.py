@@ -28,12 +28,14 @@ def options(*argv: str) -> Options:
 
 
 class ClockNode(Node):
-    """A Node on a Clock; ``feed`` replaces the in-process feed when given."""
+    """A Node on a Clock (its own, or ``clock``: nodes of one test may share
+    one); ``feed`` replaces the in-process feed when given."""
 
-    def __init__(self, *argv: str, feed: Any = None, store: Any = None) -> None:
+    def __init__(self, *argv: str, feed: Any = None, store: Any = None,
+                 clock: Clock | None = None) -> None:
         self._feed_override = feed
         self._store_override = store
-        self.clock = Clock()
+        self.clock = clock if clock is not None else Clock()
         super().__init__(options(*argv), self.clock)
         self.feed.start(self.engine)
 

@@ -185,9 +185,11 @@ def test_a_malformed_request_target_is_a_json_400(logged, target: bytes) -> None
     no_errors(logged)
 
 
+# (an absolute-form target, ``http://evil.example/health``, is served as its
+# origin form since SPEC section 22: tests/http/test_round_three.py)
 @pytest.mark.parametrize("target", [b"/%00", b"/static/js/%2e%2e/%2e%2e/setup.cfg",
                                     b"/static/js/..%2f..%2fsetup.cfg", b"/examples/%2e%2e/",
-                                    b"http://evil.example/health"])
+                                    b"http://evil.example/%2e%2e/setup.cfg"])
 def test_odd_but_well_formed_urls_are_json(logged, target: bytes) -> None:
     node = ClockNode()
     reply = raw_get(node, target).response()

@@ -3,6 +3,7 @@ section 16): the page, the key's rules, the statistics over long-polling,
 and two nodes that see each other's statistics through RabbitMQ."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -132,3 +133,96 @@ def test_admin_disconnect_reaches_the_other_node_through_amqp(cluster) -> None: 
     assert answer["error"]["code"] == 1001
     assert admin_call(a, "session.get_events", here, 0)["error"]["code"] == 1001
     assert b.call("session.get_events", other, 0) == []
+
+
+@pytest.mark.parametrize("memory", ["redis", "the node's start"])
+def test_a_captured_disconnect_replayed_after_a_restart_is_refused(
+        cluster, tmp_path, memory: str) -> None:  # noqa: F811
+    """SPEC section 22: a genuine disconnect, captured on the broker and
+    published again after the receiving node restarted, ends nothing. With
+    --redis the node finds the id it applied in Redis; without, it refuses
+    what was sent before it started. Before, a restarted node had forgotten
+    every id and applied the copy: the user's new session ended."""
+    import uuid
+
+    import jwt
+    import pika
+
+    from tests.cluster.resp import Resp
+    from tests.e2e.test_amqp_process import BROKER
+    from tests.services import require_service
+    from tests.waiting import wait_until
+
+    secret = "process-replay-secret-0123456789abcd"
+    prefix = f"test:{uuid.uuid4().hex[:12]}:"
+    extra: tuple[str, ...] = ()
+    if memory == "redis":
+        require_service("Redis", "127.0.0.1", 6379)
+        extra = ("--redis", f"redis://127.0.0.1:6379/12?prefix={prefix}")
+    args = ("--admin-key", KEY, "--secret", secret, *extra)
+    a = cluster("a", *args)
+    b = cluster("b", *args)
+    token = jwt.encode({"sub": "42", "exp": time.time() + 600}, secret, algorithm="HS256")
+    # an eavesdropper's queue on the exchange
+    connection = pika.BlockingConnection(pika.URLParameters(BROKER))
+    restarted = None
+    try:
+        channel = connection.channel()
+        tap = channel.queue_declare(queue="", exclusive=True).method.queue
+        channel.queue_bind(queue=tap, exchange=cluster.exchange, routing_key="")
+        first = b.call("session.create")
+        b.call("session.authorize", first, token)
+        assert a.call("admin.disconnect", KEY, 42) == 0
+        wait_until(lambda: "error" in admin_call(b, "session.get_events", first, 0), 10,
+                   "the disconnect applied on b", interval=0.05)
+
+        def captured():
+            got = channel.basic_get(queue=tap, auto_ack=True)
+            if got[0] is not None and b"pushengine.Disconnect" in got[2]:
+                return got
+            return None
+        _, properties, body = wait_until(captured, 10, "the disconnect on the broker",
+                                         interval=0.05)
+        # b restarts: same node id, same durable queue
+        b.stop()
+        (tmp_path / "b-again").mkdir()
+        restarted = start(tmp_path / "b-again", "--amqp", BROKER, "--amqp-exchange",
+                          cluster.exchange, "--node-id", f"e2e-{cluster.tag}-b",
+                          "--max-timeout", "5", *args)
+        since = restarted.call("session.create")
+        restarted.call("session.authorize", since, token)
+        channel.basic_publish(exchange=cluster.exchange, routing_key="", body=body,
+                              properties=properties)
+        wait_until(lambda: restarted.metric("pushengine_admin_disconnects_replayed_total")
+                   == 1, 10, "the copy refused by the restarted node", interval=0.05)
+        assert restarted.call("session.get_events", since, 0) == []
+        assert restarted.metric("pushengine_admin_disconnects_received_total") == 0
+        if memory == "redis":
+            with Resp(db=12) as redis:
+                keys = redis("KEYS", f"{prefix}disconnect:*")
+                assert [k.decode() if isinstance(k, bytes) else k for k in keys] == [
+                    f"{prefix}disconnect:e2e-{cluster.tag}-b:"
+                    + message_id(body)]
+                assert 590 < redis("PTTL", keys[0]) / 1000 <= 601
+        # a new genuine one still ends it
+        assert a.call("admin.disconnect", KEY, 42) == 0
+        wait_until(lambda: "error" in admin_call(restarted, "session.get_events", since, 0),
+                   10, "the new disconnect applied on the restarted b", interval=0.05)
+    finally:
+        connection.close()
+        if restarted is not None:
+            restarted.stop()
+            assert "Traceback" not in restarted.log_text()
+        if memory == "redis":
+            with Resp(db=12) as redis:
+                keys = redis("KEYS", f"{prefix}*")
+                if keys:
+                    redis("DEL", *keys)
+
+
+def message_id(body: bytes) -> str:
+    """The id of the disconnect in a message body (a change, or a list of them)."""
+    value = json.loads(body)
+    (change,) = [c for c in (value if isinstance(value, list) else [value])
+                 if c.get("type") == "pushengine.Disconnect"]
+    return change["obj"]["id"]

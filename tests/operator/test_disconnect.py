@@ -50,9 +50,9 @@ class Ear(SessionHooksBase):
 
 
 class Node(ClockNode):
-    def __init__(self, bus: Bus, node_id: str, key: str = KEY) -> None:
+    def __init__(self, bus: Bus, node_id: str, key: str = KEY, clock: Any = None) -> None:
         super().__init__("--admin-key", key, "--secret", SECRET, "--node-id", node_id,
-                         feed=Port(bus))
+                         feed=Port(bus), clock=clock)
         self.feed.start(self.sink)            # as the feed service does
         self.http = Http(self.web.resource())
         self.rpc = Rpc(self.http)
@@ -186,6 +186,123 @@ def test_the_ids_remembered_are_bounded(nodes, monkeypatch):
     monkeypatch.setattr(disconnect, "MAX_SEEN", 5)
     a, b = nodes
     for i in range(20):
+        b.clock.advance(1)
         a.feed.publish([signed({"id": f"m{i}", "user": 9, "origin": "a",
                                 "time": b.clock.seconds()})])
     assert len(b.disconnector._seen) <= 5 and b.disconnector.received == 20
+    # an id forgotten within its window is not applied again: nothing sent
+    # by the time of the last one forgotten is
+    a.feed.publish([signed({"id": "m3", "user": 9, "origin": "a", "time": 4.0})])
+    a.feed.publish([signed({"id": "m20", "user": 9, "origin": "a", "time": 15.0})])
+    assert b.disconnector.received == 20 and b.disconnector.replayed == 2
+
+
+# -- a restart of the receiving node (SPEC section 22) ---------------------------------------
+
+class Tap:
+    """What goes over the bus, as an eavesdropper on the broker captures it."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.captured: list[Change] = []
+        port = Port(bus)
+        port.sink = self
+        self.port = port
+
+    def apply_changes(self, changes) -> None:
+        self.captured.extend(c for c in changes if c.type == DISCONNECT_TYPE)
+
+
+def restart(bus: Bus, old: Node, clock) -> Node:
+    """``old`` stops (its port leaves the bus) and starts again, same id."""
+    bus.ports.remove(old.feed)
+    return Node(bus, "b", clock=clock)
+
+
+def test_a_captured_message_replayed_after_a_restart_of_the_receiving_node_is_refused():
+    """Before, the ids a node applied lived in its memory only: after a
+    restart, a copy of a genuine message, replayed within its window, ended
+    the sessions the user had opened since."""
+    from twisted.internet.task import Clock
+    clock = Clock()
+    clock.advance(1_000)
+    bus = Bus()
+    tap = Tap(bus)
+    a, b = Node(bus, "a", clock=clock), Node(bus, "b", clock=clock)
+    before = b.user("42")
+    assert a.rpc("admin.disconnect", KEY, 42) == 0
+    assert b.rpc.error("session.get_events", before, 0).code == 1001
+    (message,) = tap.captured
+    clock.advance(30)
+    b = restart(bus, b, clock)
+    since = b.user("42")
+    tap.port.publish([message])                   # the copy, well within its window
+    assert b.rpc("session.get_events", since, 0) == []
+    assert b.disconnector.replayed == 1 and b.disconnector.received == 0
+    # a new genuine message still ends it
+    assert a.rpc("admin.disconnect", KEY, 42) == 0
+    assert b.rpc.error("session.get_events", since, 0).code == 1001
+    assert b.disconnector.received == 1
+
+
+class FakeRedis:
+    """SET NX PX on a dict with expiry on the test's Clock; down when asked."""
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+        self.keys: dict[str, float] = {}
+        self.sent: list[tuple] = []
+
+    def execute_command(self, *args):
+        self.sent.append(args)
+        name, key, value, nx, px, ms = args
+        assert (name, value, nx, px) == ("SET", "1", "NX", "PX")
+        now = self.clock.seconds()
+        if self.keys.get(key, -1.0) > now:
+            return succeed(None)
+        self.keys[key] = now + ms / 1000
+        return succeed("OK")
+
+
+def with_redis(node: Node, redis: FakeRedis) -> Node:
+    """The node's disconnects remembered in (fake) Redis, as with --redis."""
+    from pushengine.redis.replay import RedisSeenIds
+    store = RedisSeenIds(node.clock, "redis://127.0.0.1:6379/0?prefix=t:", "b")
+    store.link.proto = redis
+    node.disconnector.shared = store
+    return node
+
+
+def test_with_redis_the_ids_survive_a_restart_and_messages_from_before_it_still_count():
+    from twisted.internet.task import Clock
+    clock = Clock()
+    clock.advance(1_000)
+    redis = FakeRedis(clock)
+    bus = Bus()
+    tap = Tap(bus)
+    a, b = Node(bus, "a", clock=clock), with_redis(Node(bus, "b", clock=clock), redis)
+    first = b.user("42")
+    a.rpc("admin.disconnect", KEY, 42)
+    assert b.rpc.error("session.get_events", first, 0).code == 1001
+    (applied,) = tap.captured
+    key = f"t:disconnect:b:{applied.obj['id']}"
+    assert key in redis.keys and 600 < redis.keys[key] - clock.seconds() <= 601
+    # a message sent before the restart that b never applied: it waited in
+    # b's queue while b was down
+    waiting = signed({"id": "w1", "user": 7, "origin": "a", "time": clock.seconds()})
+    clock.advance(30)
+    b = with_redis(restart(bus, b, clock), redis)
+    since, seven = b.user("42"), b.user("7")
+    tap.port.publish([applied])                    # applied before the restart: refused
+    assert b.rpc("session.get_events", since, 0) == []
+    tap.port.publish([waiting])                    # never applied: Redis says so
+    assert b.rpc.error("session.get_events", seven, 0).code == 1001
+    assert (b.disconnector.replayed, b.disconnector.received) == (1, 1)
+    # Redis down: the node decides alone, refusing what was sent before it started
+    b.disconnector.shared.link.proto = None
+    tap.port.publish([signed({"id": "w2", "user": 42, "origin": "a",
+                              "time": clock.seconds() - 60})])
+    assert b.rpc("session.get_events", since, 0) == []
+    tap.port.publish([signed({"id": "w3", "user": 42, "origin": "a",
+                              "time": clock.seconds()})])
+    assert b.rpc.error("session.get_events", since, 0).code == 1001
+    assert (b.disconnector.replayed, b.disconnector.received) == (2, 2)

@@ -64,10 +64,6 @@ def test_presence_list_across_two_nodes() -> None:
     c.tick()
     assert c.a.rpc("presence.list", sa, ka) == ["alice", "bob"]
     assert c.b.rpc("presence.list", sb, kb) == ["alice", "bob"]
-    # a view without presence: true answers too
-    sc, kc = c.user(c.a, "dave", "PublicLiveStreamView")
-    c.tick()
-    assert c.a.rpc("presence.list", sc, kc) == ["carol", "dave"]
 
 
 def test_only_subscribers_may_ask() -> None:
@@ -129,3 +125,32 @@ def test_presence_must_be_a_boolean() -> None:
     with pytest.raises(ViewDefinitionError, match="presence"):
         parse_catalog({"views": {"V": {"type": "T", "presence": "yes"}}})
     assert parse_catalog({"views": {"V": {"type": "T", "presence": True}}}).views["V"].presence
+
+
+def test_presence_is_opt_in_a_view_without_it_is_1013_and_never_listed() -> None:
+    """SPEC section 16: only views declared with presence: true answer
+    presence.list; watching a public list tells nobody who watches it.
+    Before, any view answered, and every node wrote its members of every
+    view into the shared cache."""
+    c = Cluster()
+    sc, kc = c.user(c.a, "carol", "PublicLiveStreamView")
+    sd, kd = c.user(c.b, "dave", "PublicLiveStreamView")
+    c.tick()
+    for node, sid, key in ((c.a, sc, kc), (c.b, sd, kd)):
+        error = node.rpc.error("presence.list", sid, key)
+        assert error.code == 1013 and "presence: true" in error.message
+    # nothing of that view was counted or written where another node reads
+    assert c.a.presence.local == {} and c.b.presence.local == {}
+    assert c.a.presence.stats()["rooms"] == 0
+    assert c.a.presence.store.writes == 0 and c.b.presence.store.writes == 0
+    # a session in both views: present in the room that declares presence only
+    sa, ka = c.user(c.a, "alice")
+    c.a.rpc("session.subscribe", sa, "PublicLiveStreamView", {}, 10)
+    c.tick()
+    assert c.a.rpc("presence.list", sa, ka) == ["alice"]
+    assert c.a.rpc.error("presence.list", sa, kc).code == 1013
+    assert list(c.a.presence.local) == [ka.rpartition(";limit=")[0] + ")"]
+    # the OpenRPC document declares the error
+    doc = c.a.rpc("rpc.discover")
+    (method,) = [m for m in doc["methods"] if m["name"] == "presence.list"]
+    assert 1013 in {e["code"] for e in method["errors"]}

@@ -191,7 +191,18 @@ def test_hooks_hear_of_the_deauthorization(node):
     assert heard == [("deauthorized", sid, None), ("changed", sid, None)]
 
 
-def test_presence_of_a_personal_view_is_1003_after_exp(node):
+def test_presence_of_a_personal_view_is_1003_after_exp(tmp_path):
+    views = tmp_path / "views.yaml"
+    # presence is opt-in per view (SPEC section 16): both views declare it
+    declared = VIEWS.replace("    order: id\n  PublicView",
+                             "    order: id\n    presence: true\n  PublicView")
+    declared = declared.replace("where: {public: true}\n    order: id",
+                                "where: {public: true}\n    order: id\n    presence: true")
+    views.write_text(declared)
+    node = ClockNode("--views", str(views), "--secret", SECRET, "--session-timeout", "3600")
+    node.http = Http(node.web.resource())
+    node.rpc = Rpc(node.http)
+    assert node.catalog.views["HomeView"].presence and node.catalog.views["PublicView"].presence
     sid, key, pkey = private_home(node, ttl=60)
     assert node.rpc("presence.list", sid, key) == [7]
     node.clock.advance(60)
