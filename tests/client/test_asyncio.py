@@ -13,6 +13,15 @@ from pushengine.client import (
     AsyncClient, BadInput, RateLimited, RetryPolicy, SyncClient, Unavailable)
 
 
+def run(coro):
+    """``asyncio.run`` on a thread of its own: a test run that drives a
+    browser (playwright's sync API) keeps an event loop running in the
+    main thread, where asyncio.run refuses to start another."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 class FakeTime:
     def __init__(self) -> None:
         self.now = 0.0
@@ -60,7 +69,7 @@ def test_calls_answer_their_results():
         c = client(handle, FakeTime())
         return [await c.bf_add("k", "a"), await c.delete_many("Stream", [1, 2]),
                 await c.online("PublicLiveStreamView(limit=5)")]
-    assert asyncio.run(main()) == [True, 2, 7]
+    assert run(main()) == [True, 2, 7]
     assert [r.url.path for r in seen] == ["/api/jsonrpc", "/api/publish", "/api/jsonrpc"]
     assert all(r.headers["authorization"] == "Bearer pk" for r in seen)
     assert json.loads(seen[1].content) == [
@@ -71,7 +80,7 @@ def test_calls_answer_their_results():
 def test_the_same_request_as_the_synchronous_flavour():
     # one description of the calls: the same method, URL, headers and body
     handle, seen = answers(httpx.Response(200, json={"accepted": 1}))
-    asyncio.run(client(handle, FakeTime()).upsert("Stream", {"id": 1, "title": "Cats"}))
+    run(client(handle, FakeTime()).upsert("Stream", {"id": 1, "title": "Cats"}))
     call = SyncClient("http://node.test", publish_key="pk").calls.upsert(
         "Stream", {"id": 1, "title": "Cats"})
     assert seen[0].method == call.request.method and str(seen[0].url) == call.request.url
@@ -83,7 +92,7 @@ def test_429_waits_retry_after_then_succeeds():
     handle, seen = answers(rpc(error={"code": 1007, "message": "rate limited"}, status=429,
                                headers={"Retry-After": "3"}), rpc(5))
     time = FakeTime()
-    assert asyncio.run(client(handle, time).online()) == 5
+    assert run(client(handle, time).online()) == 5
     assert time.slept == [3.0] and len(seen) == 2
 
 
@@ -92,7 +101,7 @@ def test_the_attempts_bound_and_the_last_error():
                                headers={"Retry-After": "1"}))
     time = FakeTime()
     with pytest.raises(RateLimited) as caught:
-        asyncio.run(client(handle, time, retry=RetryPolicy(attempts=4, jitter=0))
+        run(client(handle, time, retry=RetryPolicy(attempts=4, jitter=0))
                     .bf_add("k", "a"))
     assert time.slept == [1.0, 1.0, 1.0] and len(seen) == 4
     assert caught.value.attempts == 4 and caught.value.call == "bf.add"
@@ -102,18 +111,18 @@ def test_a_refused_publish_names_the_bad_change_and_is_not_retried():
     handle, seen = answers(httpx.Response(400, json={
         "error": "malformed change", "details": ["change 1: 'action' must be one of upsert"]}))
     with pytest.raises(BadInput) as caught:
-        asyncio.run(client(handle, FakeTime()).publish([{}, {}]))
+        run(client(handle, FakeTime()).publish([{}, {}]))
     assert caught.value.changes == {1: "'action' must be one of upsert"} and len(seen) == 1
 
 
 def test_no_connection_is_retried_a_lost_answer_is_not():
     handle, seen = answers(httpx.ConnectError("refused"), rpc(3))
     time = FakeTime()
-    assert asyncio.run(client(handle, time).online()) == 3
+    assert run(client(handle, time).online()) == 3
     assert len(seen) == 2 and time.slept == [0.5]
     handle, seen = answers(httpx.ReadError("reset"))
     with pytest.raises(Unavailable) as caught:
-        asyncio.run(client(handle, FakeTime()).online())
+        run(client(handle, FakeTime()).online())
     assert len(seen) == 1 and not caught.value.retryable
 
 
@@ -128,7 +137,7 @@ def test_an_upload_is_streamed_with_its_length_and_progress():
         assert request.headers["content-type"] == "text/csv"
         return httpx.Response(200, json={"name": "vip", "rows": 2000, "valid": 2000})
 
-    segment = asyncio.run(client(handle, FakeTime()).upload_segment(
+    segment = run(client(handle, FakeTime()).upload_segment(
         "vip", body, block=4096, progress=lambda sent, total: progress.append((sent, total))))
     assert segment["rows"] == 2000 and got == [body]
     assert progress[0] == (0, len(body)) and progress[-1] == (len(body), len(body))
@@ -143,5 +152,5 @@ def test_a_slow_answer_is_a_timeout_not_retried():
     c = AsyncClient("http://node.test", timeout=0.05,
                     http=httpx.AsyncClient(transport=httpx.MockTransport(handle)))
     with pytest.raises(Unavailable) as caught:
-        asyncio.run(c.online())
+        run(c.online())
     assert "no answer within" in str(caught.value) and caught.value.attempts == 1
