@@ -264,8 +264,11 @@ class RedisLink(service.Service):
     # -- the connection's life ---------------------------------------------------
     def _prepare(self, connection: IProtocol) -> Deferred[None]:
         """Log in, choose the database, run the adapter's preparation: then
-        the connection serves commands. A failure goes back to ClientService,
-        which drops the connection and tries again."""
+        the connection serves commands. On a failure the link drops the
+        connection itself and lets ClientService take it for connected: a
+        failure handed to ClientService leaves it waiting to retry while the
+        connection it did not close is still open, and its loss then finds
+        no transition in that state (an unhandled error in Twisted 26)."""
         proto = cast(RedisConnection, connection)     # a txredisapi protocol
         d: Deferred[Any] = succeed(None)
         url = self.url
@@ -278,12 +281,14 @@ class RedisLink(service.Service):
         if on_ready is not None:
             d.addCallback(lambda _: maybeDeferred(on_ready, proto))
         d.addCallback(lambda _: self._ready(proto))
-        d.addErrback(self._prepare_failed)
+        d.addErrback(self._prepare_failed, proto)
         return d
 
-    def _prepare_failed(self, failure: Failure) -> Failure:
+    def _prepare_failed(self, failure: Failure, proto: RedisConnection) -> None:
         self._went_down(f"Redis refused the connection setup: {failure.getErrorMessage()}")
-        return failure
+        transport = getattr(proto, "transport", None)
+        if transport is not None:
+            transport.loseConnection()      # ClientService connects again
 
     def _ready(self, proto: RedisConnection) -> None:
         self.proto = proto

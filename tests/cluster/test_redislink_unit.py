@@ -47,3 +47,60 @@ class SendTests(SynchronousTestCase):
         answered = self.link.send("GET", "k")
         self.proto.waiting[1].callback(b"v")
         self.assertEqual(self.successResultOf(answered), b"v")
+
+
+class _SetupProtocol(txredisapi.RedisProtocol):
+    """A connection whose SELECT is refused the first time (a Redis still
+    loading its data), answered the next."""
+
+    refusals = [True]
+
+    def execute_command(self, *args, **kwargs):
+        from twisted.internet.defer import fail, succeed
+        if args[0] == "SELECT" and self.refusals and self.refusals.pop():
+            return fail(txredisapi.ResponseError("LOADING Redis is loading the dataset"))
+        return succeed("OK")
+
+    def whenDisconnected(self):
+        return Deferred()
+
+
+class _Endpoint:
+    """Connects each protocol to an in-memory transport at once."""
+
+    def __init__(self) -> None:
+        self.connections: list = []
+
+    def connect(self, factory):
+        from twisted.internet.defer import succeed
+        from twisted.internet.testing import StringTransport
+        proto = factory.buildProtocol(None)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        self.connections.append((proto, transport))
+        return succeed(proto)
+
+
+class PrepareTests(SynchronousTestCase):
+    def test_a_refused_setup_drops_the_connection_and_connects_again(self) -> None:
+        """Before, the refusal went back to ClientService, which waited to
+        retry while the connection stayed open; its loss then found no
+        transition in that state: an unhandled error in the node's log."""
+        from twisted.python.failure import Failure
+        from twisted.internet.error import ConnectionDone
+        clock, endpoint = Clock(), _Endpoint()
+        _SetupProtocol.refusals = [True]
+        link = RedisLink(clock, "redis://127.0.0.1:6379/0", Unavailable, endpoint=endpoint,
+                         protocol=_SetupProtocol)
+        link.startService()
+        self.assertEqual(len(endpoint.connections), 1)
+        proto, transport = endpoint.connections[0]
+        self.assertTrue(transport.disconnecting)          # dropped by the link
+        self.assertFalse(link.connected)
+        self.assertIn("LOADING", link.error)
+        proto.connectionLost(Failure(ConnectionDone()))   # no NoTransition raised
+        clock.advance(10)
+        self.assertEqual(len(endpoint.connections), 2)    # connected again
+        self.assertTrue(link.connected)
+        self.assertEqual(self.flushLoggedErrors(), [])
+        link.stopService()
