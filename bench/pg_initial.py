@@ -89,6 +89,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--views", default=None, help="only these views (comma-separated)")
     parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--warmup", type=int, default=0,
+                        help="reads of each view before the timed ones (warm caches)")
     parser.add_argument("--url", default=None, help="an existing database (no private cluster)")
     args = parser.parse_args()
     from tests.pgcluster import start_cluster
@@ -115,6 +117,9 @@ def main() -> None:
         for name in names:
             spec = catalog.views[name]
             times, rows = [], 0
+            for _ in range(args.warmup):
+                store.read_state(BoundView(spec, params_for(name, rnd), spec.limit_default),
+                                 store.promised(spec, spec.limit_default))
             for i in range(args.repeat):
                 bound = BoundView(spec, params_for(name, rnd), spec.limit_default)
                 before = store.rows_read
