@@ -246,7 +246,8 @@ class Histogram:
         return {"count": self.count,
                 "mean": self.total / self.count if self.count else None,
                 "p50": self.percentile(50), "p90": self.percentile(90),
-                "p99": self.percentile(99), "p999": self.percentile(99.9),
+                "p95": self.percentile(95), "p99": self.percentile(99),
+                "p999": self.percentile(99.9),
                 "max": self.max if self.count else None}
 
     def to_dict(self) -> dict:
@@ -600,6 +601,12 @@ class MarkedEvents:
 # long-polling subscribers (asyncio protocols)
 
 
+def user_calls(index: int, subs: int) -> list[tuple[str, list]]:
+    """The ``users`` mode's subscriptions of session ``index``: its ``subs``
+    users' views (``stream.subscribe_user [sid, user, 1]``, the sid added)."""
+    return [("stream.subscribe_user", [u, 1]) for u in range(index * subs, index * subs + subs)]
+
+
 class Session(EngineEvents):
     """One pushengine session: a connection, its subscriptions, its poll loop."""
 
@@ -623,10 +630,8 @@ class Session(EngineEvents):
             r = await self.rpc(rpc_body("stream.subscribe_public_live", [self.sid, 1]))
             self.note_state(r["result"][1])
         else:
-            k = cfg["subs"]
-            calls = [{"jsonrpc": "2.0", "id": j, "method": "stream.subscribe_user",
-                      "params": [self.sid, u, 1]}
-                     for j, u in enumerate(range(self.index * k, self.index * k + k))]
+            calls = [{"jsonrpc": "2.0", "id": j, "method": method, "params": [self.sid, *params]}
+                     for j, (method, params) in enumerate(user_calls(self.index, cfg["subs"]))]
             r = await self.rpc(json.dumps(calls, separators=(",", ":")).encode())
             for answer in r:
                 if "result" not in answer:
@@ -1148,11 +1153,14 @@ class EngineSse(EngineEvents, SseStream):
     async def open(self) -> None:
         self.sid = loads(await self._http(post("/api/jsonrpc",
                                                rpc_body("session.create", []))))["result"]
-        r = loads(await self._http(post(rpc_path(self.sid), rpc_body(
-            "stream.subscribe_public_live", [self.sid, 1]))))
-        if "result" not in r:
-            raise HttpError(f"subscribe failed: {r.get('error')}")
-        self.note_state(r["result"][1])
+        calls = (user_calls(self.index, self.w.cfg["subs"]) if self.w.cfg["mode"] == "users"
+                 else [("stream.subscribe_public_live", [1])])
+        for method, params in calls:
+            r = loads(await self._http(post(rpc_path(self.sid), rpc_body(
+                method, [self.sid, *params]))))
+            if "result" not in r:
+                raise HttpError(f"subscribe failed: {r.get('error')}")
+            self.note_state(r["result"][1])
         await self.request_stream(b"/api/events?session=" + self.sid.encode())
 
     def slow_events(self, raw: bytes) -> list:
@@ -1171,7 +1179,10 @@ class EngineWs(EngineEvents, WsStream):
     async def open(self) -> None:
         await self.upgrade(b"/api/ws")
         self.sid = await self.call("session.create", [])
-        self.note_state((await self.call("stream.subscribe_public_live", [self.sid, 1]))[1])
+        calls = (user_calls(self.index, self.w.cfg["subs"]) if self.w.cfg["mode"] == "users"
+                 else [("stream.subscribe_public_live", [1])])
+        for method, params in calls:
+            self.note_state((await self.call(method, [self.sid, *params]))[1])
 
     async def call(self, method: str, params: list) -> Any:
         """A JSON-RPC call on the socket; its result (events may come first)."""
@@ -1469,10 +1480,13 @@ class Worker:
         self.stats.cpu = ru.ru_utime + ru.ru_stime
         self.stats.bytes_in += self.bytes_read
         self.bytes_read = 0
+        # the worst latency since the last report: when in the run the slow
+        # events came (a stall shows as one or two bad reports)
+        worst = max(self.lat) if self.lat else None
         self.hist.add_many(self.lat)
         self.lat.clear()
         return {"kind": "final" if final else "stats", "at": time.time(),
-                "stats": asdict(self.stats), "hist": self.hist.to_dict()}
+                "stats": asdict(self.stats), "hist": self.hist.to_dict(), "worst": worst}
 
     async def main(self) -> None:
         loop = self.loop = asyncio.get_running_loop()
@@ -1735,6 +1749,136 @@ class AmqpPublisher(Publisher):
             connection.close()
 
 
+class SqlPublisher(Publisher):
+    """The changes as SQL commits (``--publish sql``): a process of its own
+    (psycopg2, autocommit) runs one ``UPDATE streams SET n = n + 1, sent_at =
+    <now> WHERE id = ...`` per transaction at ``rate`` a second, on the
+    shared row (``fanout``) or on a random user's row (``users``); the node
+    learns of them through the WAL (the relay ``pushengine-cdc`` and the
+    broker, or its own ``--feed-url``). ``sent_at`` is the time the statement
+    left, so a latency runs from the commit to the client; the commit's
+    round trip is ``publish_latency``. Each statement returns the row's
+    ``n``, the accounting's final values. A writer that cannot keep the rate
+    sends the rest back to back: ``publish_rate`` then shows it."""
+
+    def __init__(self, cfg: dict) -> None:
+        super().__init__(cfg)
+        self.writer_cpu = 0.0
+
+    async def run(self, duration: float) -> None:
+        ctx = multiprocessing.get_context("fork")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=sql_writer, args=(self.cfg, duration, child), daemon=True)
+        self.started_at = time.time()
+        proc.start()
+        child.close()
+        try:
+            out = await asyncio.get_running_loop().run_in_executor(None, parent.recv)
+        finally:
+            proc.join(10)
+            parent.close()
+        self.started_at = out["started_at"]
+        self.ended_at = out["ended_at"]
+        self.last_sent_at = out["last_sent_at"]
+        self.published = self.accepted = self.requests = out["committed"]
+        self.errors = out["errors"]
+        self.final_n = out["final_n"]
+        self.latency = Histogram.from_dict(out["latency"])
+        self.writer_cpu = out["cpu"]
+
+
+def sql_rows(cfg: dict) -> list[tuple[int, int]]:
+    """(row id, accounting key) of every row the SQL publisher updates."""
+    if cfg["mode"] == "fanout":
+        return [(OBJ_ID, 0)]
+    return [(USER_OBJ_BASE + u, u) for u in range(cfg["sessions"] * cfg["subs"])]
+
+
+def sql_writer(cfg: dict, duration: float, pipe) -> None:
+    """The SQL publisher's process: commits until ``duration`` is over, then
+    sends its figures on ``pipe``."""
+    import psycopg2
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    rows = sql_rows(cfg)
+    rng = random.Random(7)
+    hist = Histogram()
+    final_n: dict[int, int] = {}
+    committed = errors = 0
+    conn = psycopg2.connect(cfg["database"])
+    conn.autocommit = True          # one statement, one transaction
+    cur = conn.cursor()
+    statement = "UPDATE streams SET n = n + 1, sent_at = %s WHERE id = %s RETURNING n"
+    rate = cfg["rate"]
+    started = time.time()
+    last_sent = started
+    t0 = time.monotonic()
+    k = 0
+    try:
+        while True:
+            now = time.monotonic()
+            if now - t0 >= duration:
+                break
+            if rate > 0:
+                due = t0 + k / rate
+                if due > now:
+                    time.sleep(due - now)
+            oid, key = rows[rng.randrange(len(rows))] if len(rows) > 1 else rows[0]
+            sent = last_sent = time.time()
+            try:
+                cur.execute(statement, (sent, oid))
+                got = cur.fetchone()
+            except psycopg2.Error:
+                errors += 1
+                if conn.closed:
+                    conn = psycopg2.connect(cfg["database"])
+                    conn.autocommit = True
+                    cur = conn.cursor()
+                k += 1
+                continue
+            hist.add(time.time() - sent)
+            if got is None:
+                errors += 1          # the row is missing: nothing was published
+            else:
+                final_n[key] = got[0]
+                committed += 1
+            k += 1
+    finally:
+        ended = time.time()
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        conn.close()
+        pipe.send({"started_at": started, "ended_at": ended, "last_sent_at": last_sent,
+                   "committed": committed, "errors": errors, "final_n": final_n,
+                   "latency": hist.to_dict(), "cpu": ru.ru_utime + ru.ru_stime})
+        pipe.close()
+
+
+def seed_sql(cfg: dict) -> None:
+    """Every row the SQL publisher updates, at ``n`` = this run's base, before
+    anyone subscribes (inserted when missing: the shared row first in the
+    limit-1 view, each user's row public and live). The table is the
+    caller's: ``streams`` with ``n bigint`` and ``sent_at double precision``
+    beside the built-in views' columns. Waits ``--seed-wait`` seconds for
+    the change to reach the node through the WAL."""
+    import psycopg2
+    from psycopg2.extras import execute_values
+    now = time.time()
+    base = cfg["n_base"]
+    values = []
+    for oid, key in sql_rows(cfg):
+        fan = cfg["mode"] == "fanout"
+        values.append((oid, base, now, -1 if fan else key, True, True,
+                       FAN_CREATED_AT if fan else CREATED_AT))
+    conn = psycopg2.connect(cfg["database"])
+    with conn, conn.cursor() as cur:
+        execute_values(cur, "INSERT INTO streams (id, n, sent_at, user_id, live, public, "
+                            "created_at) VALUES %s ON CONFLICT (id) DO UPDATE SET "
+                            "n = EXCLUDED.n, sent_at = EXCLUDED.sent_at, "
+                            "user_id = EXCLUDED.user_id, live = true, public = true, "
+                            "created_at = EXCLUDED.created_at", values, page_size=5000)
+    conn.close()
+    time.sleep(cfg["seed_wait"])
+
+
 def fan_change(n: int, now: float) -> bytes:
     return (b'{"type":"Stream","action":"upsert","obj":{"id":%d,"n":%d,"sent_at":%r,'
             b'"user_id":-1,"live":true,"public":true,"created_at":"%s"}}'
@@ -1789,6 +1933,8 @@ class Coordinator:
         self.finals: dict[int, dict] = {}
         # per worker (at, events received so far), from its reports
         self.series: dict[int, list[tuple[float, int]]] = {}
+        # (at, the worst latency of the events in that report), every worker
+        self.worst: list[tuple[float, float]] = []
         self.phases: dict[str, float] = {}
         self.publisher: Publisher | None = None
         self.cpu: CpuSeries | None = None
@@ -1868,6 +2014,8 @@ class Coordinator:
         if msg["kind"] == "final":
             self.finals[i] = msg
         self.series.setdefault(i, []).append((msg["at"], msg["stats"]["events"]))
+        if msg.get("worst") is not None:
+            self.worst.append((msg["at"], msg["worst"]))
 
     async def sample_cpu(self, every: float = 0.25) -> None:
         while True:
@@ -1934,7 +2082,8 @@ class Coordinator:
             self.mark("answered")
         else:
             await asyncio.sleep(cfg["settle"])
-            self.publisher = AmqpPublisher(cfg) if cfg["mode"] == "amqp" else Publisher(cfg)
+            self.publisher = (AmqpPublisher(cfg) if cfg["mode"] == "amqp" else
+                              SqlPublisher(cfg) if cfg.get("publish") == "sql" else Publisher(cfg))
             self.mark("publish_start")
             task = asyncio.create_task(self.publisher.run(cfg["duration"]))
             while not task.done():
@@ -2116,11 +2265,20 @@ class Coordinator:
                 "publish_errors": pub.errors, "publish_requests": pub.requests,
                 "publish_rate": pub.published / span,
                 "publish_latency": pub.latency.summary(),
+                "publisher": "amqp" if cfg["mode"] == "amqp" else cfg.get("publish", "http"),
+                "writer_cpu_pct": (100.0 * pub.writer_cpu / max(1e-6, pub.ended_at -
+                                                                pub.started_at)
+                                   if isinstance(pub, SqlPublisher) else None),
                 "expected": expected, "lost": max(0, expected - t("events")),
                 "offered_per_s": expected / span,
                 "last_event_at": last_event,
                 "events_per_s_publishing": self.window_rate(ph["publish_start"],
                                                             ph["publish_end"]),
+                # seconds from the first change, and the worst latency of
+                # the events each report carried (about one a second per worker)
+                "worst_by_report": [(round(at - pub.started_at, 2), worst)
+                                    for at, worst in sorted(self.worst)
+                                    if at >= pub.started_at],
                 "answers_per_s": None, "events_per_s": None, "delivered_per_s": None,
                 "delivered_per_s_peak": None, "saturated": None,
             })
@@ -2175,6 +2333,15 @@ def make_config(argv: list[str] | None = None) -> dict:
     p.add_argument("--drain", type=float, default=20.0, help="longest wait for the last events")
     p.add_argument("--quiet", type=float, default=5.0,
                    help="stop draining after this many seconds without an event")
+    p.add_argument("--publish", choices=["http", "sql"], default="http",
+                   help="fanout, users: changes by POST /api/publish (http) or by SQL "
+                        "commits to --database (sql: one UPDATE per transaction; the node "
+                        "follows the WAL)")
+    p.add_argument("--database", default="",
+                   help="--publish sql: postgresql:// URL of the database whose streams "
+                        "table the node reads")
+    p.add_argument("--seed-wait", type=float, default=2.0,
+                   help="--publish sql: seconds between seeding the rows and subscribing")
     p.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/")
     p.add_argument("--exchange", default="pushengine.changes")
     p.add_argument("--report-interval", type=float, default=1.0,
@@ -2188,8 +2355,14 @@ def make_config(argv: list[str] | None = None) -> dict:
         p.error("nchan has the held, fanout and answers modes only")
     if a.target == SOCKETIO and (a.mode not in ("held", "fanout") or a.transport != "ws"):
         p.error("Socket.IO has the held and fanout modes over --transport ws only")
-    if a.transport != "longpoll" and a.mode not in ("held", "fanout"):
-        p.error("--transport sse and ws have the held and fanout modes only")
+    if a.transport != "longpoll" and a.mode not in ("held", "fanout") and not (
+            a.mode == "users" and a.target == PUSHENGINE):
+        p.error("--transport sse and ws have the held and fanout modes only "
+                "(and users on pushengine)")
+    if a.publish == "sql" and (a.target != PUSHENGINE or a.mode not in ("fanout", "users")
+                               or not a.database or a.rate <= 0):
+        p.error("--publish sql needs pushengine, the fanout or users mode, --database "
+                "and a --rate above 0")
     cfg = {k.replace("-", "_"): v for k, v in vars(a).items()}
     if cfg["workers"] <= 0:
         cfg["workers"] = 2
@@ -2212,7 +2385,10 @@ def seed_fanout(cfg: dict) -> None:
 def run(cfg: dict) -> dict:
     """Run one load (also used in process by the driver and the tests)."""
     raise_nofile()
-    seed_fanout(cfg)
+    if cfg.get("publish") == "sql":
+        seed_sql(cfg)
+    else:
+        seed_fanout(cfg)
     c = Coordinator(cfg)
     c.spawn()
     try:
