@@ -73,6 +73,12 @@ The same accounting per event. ``held`` keeps the streams open and idle for
 ``--rate 0`` publishes as fast as the server takes it (``--inflight``
 requests pipelined on one connection, which keeps their order).
 
+``--publish sql --database postgresql://...`` (pushengine, ``fanout`` and
+``users``): the changes are commits instead, one ``UPDATE streams SET n = n
++ 1, sent_at = <now> WHERE id = ...`` per transaction at ``--rate``, from a
+process of its own, on rows it first sets to this run's ``n``; the node
+follows them through the WAL (bench/pg_e2e.py sets up the rest).
+
 A live line on stderr shows the progress; the result is one JSON object
 (``--json-out FILE``, else stdout).
 """
