@@ -25,8 +25,9 @@ beside the target (p99 < 150 ms) and Supabase's published figure for its
 broadcast from the database (10,000 messages/s delivered, p50 46 ms, p95
 132 ms, p99 159 ms, on a 2-6 node cluster), the commit rate reached, and
 the CPU of each process over the publishing window (node, relay, the
-cluster's server processes, the writer, the loadgen's readers, RabbitMQ,
-which other users share) with the load average.
+cluster's server processes, RabbitMQ, which other users share, the writer,
+the busiest loadgen process) with the load average, and the moments when
+an event came later than the target.
 
 **Restart** (``restart``): the node also has ``--redis`` (a private Redis);
 ``--sessions`` long-polling sessions, each on its user's view, poll with a
@@ -37,19 +38,24 @@ the browser client does when a poll fails: it tries again after the
 browser's back-off (``--backoff-base`` 0.5 s doubling to ``--backoff-max``
 30 s, a random half of it), with the same session and ``ack``; the node
 resumes the session from the registry and answers the poll with a
-``reset`` holding the view read again from PostgreSQL. Reported: the node's
-time to listen and to be ready, how many sessions got their reset (and
-how many were unknown, 1001), the times at which 50 %, 99 % and all of them
-had it, counted from the kill and from the node's readiness.
+``reset`` holding the view read again from PostgreSQL; a poll answered
+1001 makes a new session and subscribes again, as the browser client does.
+Reported: the node's time to exit, to listen and to be ready; how many
+sessions had their state again, resumed (a reset) or made anew; when 50 %,
+99 % and all of them had it, counted from the kill, and how many a second;
+the node's resume counters and the initial states that failed.
 
     python bench/pg_e2e.py [--scenarios users-longpoll,users-ws,fanout-longpoll,fanout-ws,restart]
-        [--sessions 10000] [--rate 1000] [--duration 30] [--fanout-sessions 100]
-        [--fanout-rate 1] [--run MODE:TRANSPORT:SESSIONS:RATE ...] [--signal kill|term]
-        [--profile DIR] [--json FILE]
+        [--sessions 10000] [--rate 1000] [--duration 30] [--fanout-sessions 10000]
+        [--fanout-rate 1] [--run MODE:TRANSPORT:SESSIONS:RATE ...] [--tap]
+        [--signal kill|term] [--redis-timeout S] [--backoff-max S]
+        [--node-arg ARG ...] [--profile DIR] [--json FILE] [--keep]
 
-``--profile DIR`` records the node and the relay with py-spy while the
-writer commits (raw collapsed stacks in DIR) and prints each one's busiest
-functions.
+``--tap`` also times each change from its commit to a queue of this
+script's own on the exchange (the hop through PostgreSQL, the relay and
+RabbitMQ). ``--profile DIR`` records the node and the relay with py-spy
+while the writer commits (and the node after its restart; raw collapsed
+stacks in DIR) and prints each one's busiest functions.
 """
 from __future__ import annotations
 
@@ -189,17 +195,21 @@ class Sampler(threading.Thread):
 
     def percent(self, start: float, end: float) -> dict[str, float | None]:
         """Per group, % of one core between two instants (the samples
-        nearest inside), over the pids present at the end."""
+        nearest inside), over every pid seen between them."""
         inside = [s for s in self.samples if start <= s[0] <= end]
         out: dict[str, float | None] = {}
         for name in self.groups:
             if len(inside) < 2:
                 out[name] = None
                 continue
-            (t0, a), (t1, b) = inside[0], inside[-1]
-            # a process started inside the window (the writer's backend)
-            # counts from 0
-            used = sum(b[name][pid] - a[name].get(pid, 0.0) for pid in b[name])
+            (t0, a), (t1, _) = inside[0], inside[-1]
+            # per process its last value seen: one that ended inside the
+            # window (the writer's backend) counts until then, one that
+            # started inside it from 0
+            last: dict[int, float] = {}
+            for _, snap in inside:
+                last.update(snap[name])
+            used = sum(v - a[name].get(pid, 0.0) for pid, v in last.items())
             out[name] = 100.0 * used / (t1 - t0) if t1 > t0 else None
         return out
 
