@@ -16,6 +16,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine.core.changes import UPSERT, Change
+from pushengine.core.errors import StoreUnavailable
 from pushengine.core.interfaces import Interest, ObjectStore
 from pushengine.core.positions import State
 from pushengine.core.timings import Timings
@@ -218,7 +219,13 @@ class ViewRegistry:
             self._loading.pop(query.key, None)
             self._read_done(query)
             self._forget(query)
-            log.failure("initial state of {key} failed", f, key=query.key)
+            if f.check(StoreUnavailable):
+                # expected while the database is away or busy: the caller
+                # answers 1012; one line, no traceback
+                log.warn("initial state of {key}: {why}", key=query.key,
+                         why=f.getErrorMessage())
+            else:
+                log.failure("initial state of {key} failed", f, key=query.key)
             chain.errback(f)
 
         topics = bound.topics()
