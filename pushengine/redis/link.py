@@ -33,7 +33,7 @@ import txredisapi
 from twisted.application import service
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.abstract import isIPAddress as isIPv4Address, isIPv6Address
-from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, fail, maybeDeferred, succeed
 from twisted.internet.endpoints import (
     HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint, wrapClientTLS)
 from twisted.internet.interfaces import (
@@ -284,11 +284,14 @@ class RedisLink(service.Service):
         d.addErrback(self._prepare_failed, proto)
         return d
 
-    def _prepare_failed(self, failure: Failure, proto: RedisConnection) -> None:
+    def _prepare_failed(self, failure: Failure, proto: RedisConnection) -> Failure | None:
+        if failure.check(CancelledError):
+            return failure      # the service stops while connecting: ClientService's own
         self._went_down(f"Redis refused the connection setup: {failure.getErrorMessage()}")
         transport = getattr(proto, "transport", None)
         if transport is not None:
             transport.loseConnection()      # ClientService connects again
+        return None
 
     def _ready(self, proto: RedisConnection) -> None:
         self.proto = proto

@@ -104,3 +104,20 @@ class PrepareTests(SynchronousTestCase):
         self.assertTrue(link.connected)
         self.assertEqual(self.flushLoggedErrors(), [])
         link.stopService()
+
+    def test_a_stop_while_the_setup_waits_cancels_it_cleanly(self) -> None:
+        """Stopping while SELECT waits cancels the attempt: the cancellation
+        goes back to ClientService as a failure, not as a connection made
+        (which its stopping state has no transition for)."""
+        clock, endpoint = Clock(), _Endpoint()
+
+        class Waiting(_SetupProtocol):
+            def execute_command(self, *args, **kwargs):
+                return Deferred()           # SELECT never answers
+        link = RedisLink(clock, "redis://127.0.0.1:6379/0", Unavailable, endpoint=endpoint,
+                         protocol=Waiting)
+        link.startService()
+        stopped = link.stopService()
+        self.successResultOf(stopped)
+        self.assertFalse(link.connected)
+        self.assertEqual(self.flushLoggedErrors(), [])
