@@ -8,7 +8,7 @@ checkout can use it before that checkout is on the path."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
@@ -45,6 +45,40 @@ def subscribed(factory: Any, count: int) -> list[tuple[Any, StringTransport, str
         transport.clear()
         conns.append((protocol, transport, sid))
     return conns
+
+
+def waiting_answers(node: Any, changes: list[Any], connections: int = 50
+                    ) -> Callable[[int], int]:
+    """A session subscribed to the shared view with ``changes`` applied (the
+    events waiting), and ``run(n)``: ``n`` get_events answers of it, one
+    request per connection per reactor turn over ``connections``
+    connections, each checked to be a 200 (returns how many were made)."""
+    factory = node.http_factory()
+    protocol, transport = connect(factory, 39999)
+    protocol.dataReceived(request({"jsonrpc": "2.0", "id": 1, "method": "session.create"}))
+    node.clock.advance(0)
+    sid = json.loads(transport.value().split(b"\r\n\r\n", 1)[1])["result"]
+    protocol.dataReceived(request({"jsonrpc": "2.0", "id": 2,
+                                   "method": "stream.subscribe_public_live",
+                                   "params": [sid, 50]}))
+    node.clock.advance(0)
+    node.engine.apply_changes(changes)
+    one = request({"jsonrpc": "2.0", "id": 1, "method": "session.get_events",
+                   "params": [sid, 0, 0]})
+    conns = [connect(factory, 40000 + i) for i in range(connections)]
+
+    def run(n: int) -> int:
+        done = 0
+        for _ in range(n // len(conns)):
+            for protocol, _transport in conns:
+                protocol.dataReceived(one)
+            node.clock.advance(0)
+            for _protocol, transport in conns:
+                assert transport.value().startswith(b"HTTP/1.1 200")
+                transport.clear()
+            done += len(conns)
+        return done
+    return run
 
 
 class NeverTimer:

@@ -30,7 +30,6 @@ and the spans exported and dropped (a full queue drops the oldest).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -40,7 +39,7 @@ from typing import Any, Sequence
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from inprocess_http import connect, never_timer, request, subscribed  # noqa: E402
+from inprocess_http import never_timer, request, subscribed, waiting_answers  # noqa: E402
 
 WAYS = ("off", "0.01", "1")
 
@@ -135,32 +134,7 @@ def _count(node: Any) -> None:
 def answers(way: str, requests: int, figures: Figures) -> float:
     """µs CPU per get_events answer with 10 events waiting."""
     node = _node(way, figures)
-    factory = node.http_factory()
-    protocol, transport = connect(factory, 39999)
-    protocol.dataReceived(request({"jsonrpc": "2.0", "id": 1, "method": "session.create"}))
-    node.clock.advance(0)
-    sid = json.loads(transport.value().split(b"\r\n\r\n", 1)[1])["result"]
-    protocol.dataReceived(request({"jsonrpc": "2.0", "id": 2,
-                                   "method": "stream.subscribe_public_live",
-                                   "params": [sid, 50]}))
-    node.clock.advance(0)
-    node.engine.apply_changes([_stream(i) for i in range(10)])
-    one = request({"jsonrpc": "2.0", "id": 1, "method": "session.get_events",
-                   "params": [sid, 0, 0]})
-    conns = [connect(factory, 40000 + i) for i in range(50)]
-
-    def run(n: int) -> int:
-        done = 0
-        for _ in range(n // len(conns)):
-            for protocol, transport in conns:
-                protocol.dataReceived(one)
-            node.clock.advance(0)
-            for protocol, transport in conns:
-                assert transport.value().startswith(b"HTTP/1.1 200")
-                transport.clear()
-            done += len(conns)
-        return done
-
+    run = waiting_answers(node, [_stream(i) for i in range(10)])
     run(500)
     _flushed(node)
     if way != "off":
