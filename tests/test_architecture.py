@@ -75,7 +75,7 @@ RULES: dict[str, set[str]] = {
     # reader, the relay's logic and the node's own WAL feed; the broker it
     # publishes to is given by app/ (app/cdc.py), never imported here; the
     # rows of similar views are kept in the in-process store, with its LSH
-    "postgres": {"core", "views", "stores.memory"},
+    "postgres": {"core", "views", "stores.memory", "stores.kept"},
     # traces: the core's Tracer on OpenTelemetry (the otel extra), the one
     # part that imports it; the root's __version__ names the instrumentation
     "tracing": {"pushengine", "core"},

@@ -30,12 +30,13 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from pushengine.core.changes import DELETE, Change
+from pushengine.core.changes import Change
 from pushengine.core.errors import StoreUnavailable
 from pushengine.core.positions import Snapshot, State
 from pushengine.postgres.rows import Column, converter, row_object
 from pushengine.postgres.similar import SimilarRows, uses_similar
 from pushengine.postgres.sql import Plan, TableInfo, compile_view
+from pushengine.stores.kept import KeptObjects
 from pushengine.views.spec import BoundView, Catalog, Table, ViewSpec
 from pushengine.views.values import sort_key
 
@@ -99,8 +100,7 @@ class PostgresStore:
         self.queries = 0           # SQL queries made (tests, metrics)
         self.rows_read = 0
         self.failures = 0
-        self.keep = frozenset(keep)
-        self.objects: dict[str, dict[Hashable, dict]] = {}
+        self.kept = KeptObjects(keep)
         self.started = False
         # similar views: their rows in memory, with the LSH (postgres/similar.py)
         self.similar: dict[str, SimilarRows] = {}
@@ -307,18 +307,11 @@ class PostgresStore:
             mine = [c for c in changes if c.type == type_]
             if mine:
                 rows.apply(mine)
-        if not self.keep:
-            return
-        for c in changes:
-            if c.type in self.keep:
-                by_id = self.objects.setdefault(c.type, {})
-                if c.action == DELETE:
-                    by_id.pop(c.id, None)
-                else:
-                    by_id[c.id] = c.obj
+        self.kept.apply_changes(changes)
 
     def get(self, type_: str, id_: Hashable) -> dict | None:
-        return self.objects.get(type_, {}).get(id_)
+        """A kept object by type and id, or None."""
+        return self.kept.get(type_, id_)
 
     def health(self) -> dict[str, Any]:
         stats = self.pool.get_stats()

@@ -28,9 +28,10 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from pushengine.core import strictjson
-from pushengine.core.changes import DELETE, Change
+from pushengine.core.changes import Change
 from pushengine.memcache.interface import Cache
 from pushengine.memcache.tagged import TaggedCache
+from pushengine.stores.kept import KeptObjects
 from pushengine.views.spec import ViewSpec
 
 log = Logger()
@@ -128,8 +129,7 @@ class HttpStore:
         )
         self._pending: dict[str, list[Deferred[list[dict]]]] = {}
         self.requests = 0  # backend requests sent (tests, metrics)
-        self.keep = frozenset(keep)
-        self.objects: dict[str, dict[Hashable, dict]] = {}
+        self.kept = KeptObjects(keep)
 
     def _url(self, query: str) -> str:
         return f"{self.url}{'&' if '?' in self.url else '?'}{query}"
@@ -196,17 +196,17 @@ class HttpStore:
     def apply_changes(self, changes: Sequence[Change]) -> None:
         """The backend sees changes itself; only the objects of the kept
         types are kept here."""
-        if not self.keep:
-            return
-        for c in changes:
-            if c.type in self.keep:
-                by_id = self.objects.setdefault(c.type, {})
-                if c.action == DELETE:
-                    by_id.pop(c.id, None)
-                else:
-                    by_id[c.id] = c.obj
+        self.kept.apply_changes(changes)
 
     def get(self, type_: str, id_: Hashable) -> dict | None:
         """A kept object by type and id, or None."""
-        return self.objects.get(type_, {}).get(id_)
+        return self.kept.get(type_, id_)
+
+    @property
+    def keep(self) -> frozenset[str]:
+        return self.kept.types
+
+    @property
+    def objects(self) -> dict[str, dict[Hashable, dict]]:
+        return self.kept.objects
 
